@@ -1,0 +1,29 @@
+# Two commands for a fresh machine with only Python:
+#   make run   - set up .venv and run the main job on the shipped data
+#   make test  - set up .venv and run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU build of torch first, so the project's torch requirement is already met.
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/offlinerl validate datasets/cartpole-mixed
+	$(BIN)/offlinerl inspect datasets/cartpole-mixed
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,5 @@
+import sys
+
+from offlinerl.cli import main
+
+sys.exit(main())

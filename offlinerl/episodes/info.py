@@ -1,0 +1,125 @@
+"""``dataset.json``: the metadata every episode dataset directory carries."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from offlinerl.episodes.schema import FORMAT_VERSION
+from offlinerl.episodes.spaces import space_from_json, space_to_json
+
+__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "read_info", "SUPPORTED_VERSIONS"]
+
+INFO_FILE = "dataset.json"
+SUPPORTED_VERSIONS = (1,)
+
+
+class DatasetInfoError(ValueError):
+    """``dataset.json`` is missing, does not parse, or has invalid content."""
+
+
+@dataclass
+class DatasetInfo:
+    """Contents of ``dataset.json``."""
+
+    observation_space: gym.Space
+    """Space of one observation (all T+1 of each row)."""
+    action_space: gym.Space
+    """Space of one action, as stored in the data."""
+    num_episodes: int = 0
+    """Number of distinct episodes (chunks of one episode count once)."""
+    num_steps: int = 0
+    """Total number of transitions (sum of T over rows)."""
+    num_rows: int = 0
+    """Number of parquet rows (episodes plus extra chunks)."""
+    env_id: str | None = None
+    """Gymnasium id of the environment the data came from, if known."""
+    env_spec: dict[str, Any] | None = None
+    """Gymnasium ``EnvSpec`` as JSON (kwargs, max_episode_steps), if known."""
+    extra_columns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Optional per-step columns: name -> {"dtype": numpy dtype | "json" | "string", "shape": [...]}."""
+    max_steps_per_row: int | None = None
+    """Longest chunk the writer allowed; longer episodes were split."""
+    provenance: dict[str, Any] = field(default_factory=dict)
+    """Where the data came from: converter or collector, sources, counts, notes."""
+    created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    """UTC creation time, ISO 8601."""
+    format_version: int = FORMAT_VERSION
+    """Episode format version."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": "offlinerl-episodes",
+            "format_version": self.format_version,
+            "created_at": self.created_at,
+            "env_id": self.env_id,
+            "env_spec": self.env_spec,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+            "num_episodes": self.num_episodes,
+            "num_steps": self.num_steps,
+            "num_rows": self.num_rows,
+            "max_steps_per_row": self.max_steps_per_row,
+            "extra_columns": self.extra_columns,
+            "provenance": self.provenance,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], source: str = INFO_FILE) -> "DatasetInfo":
+        if not isinstance(data, dict):
+            raise DatasetInfoError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        version = data.get("format_version")
+        if version not in SUPPORTED_VERSIONS:
+            raise DatasetInfoError(
+                f"{source}: unknown format_version {version!r} (this offlinerl reads {list(SUPPORTED_VERSIONS)})"
+            )
+        for key in ("observation_space", "action_space"):
+            if key not in data:
+                raise DatasetInfoError(f"{source}: missing key {key!r}")
+        try:
+            obs_space = space_from_json(data["observation_space"])
+            act_space = space_from_json(data["action_space"])
+        except ValueError as exc:
+            raise DatasetInfoError(f"{source}: {exc}") from exc
+        counts = {}
+        for key in ("num_episodes", "num_steps", "num_rows"):
+            value = data.get(key, 0)
+            if not isinstance(value, int) or value < 0:
+                raise DatasetInfoError(f"{source}: {key} must be a non-negative integer, got {value!r}")
+            counts[key] = value
+        return cls(
+            observation_space=obs_space,
+            action_space=act_space,
+            env_id=data.get("env_id"),
+            env_spec=data.get("env_spec"),
+            extra_columns=dict(data.get("extra_columns") or {}),
+            max_steps_per_row=data.get("max_steps_per_row"),
+            provenance=dict(data.get("provenance") or {}),
+            created_at=data.get("created_at", ""),
+            format_version=version,
+            **counts,
+        )
+
+    def write(self, directory: str | Path) -> Path:
+        path = Path(directory) / INFO_FILE
+        path.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
+        return path
+
+
+def read_info(directory: str | Path) -> DatasetInfo:
+    """Read and check ``DIRECTORY/dataset.json``; raises :class:`DatasetInfoError`."""
+    path = Path(directory) / INFO_FILE
+    if not Path(directory).is_dir():
+        raise DatasetInfoError(f"{directory}: not a dataset directory")
+    if not path.is_file():
+        raise DatasetInfoError(f"{path}: missing (every dataset directory needs a {INFO_FILE})")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetInfoError(f"{path}: does not parse as JSON: {exc}") from exc
+    return DatasetInfo.from_json(data, source=str(path))

@@ -1,0 +1,199 @@
+"""Reading and writing episode datasets (a directory of ``dataset.json`` +
+``part-*.parquet``), atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import gymnasium as gym
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from offlinerl.episodes import schema as S
+from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, infer_extra_columns, table_to_episodes
+from offlinerl.episodes.info import DatasetInfo, read_info
+
+__all__ = [
+    "atomic_directory",
+    "write_dataset",
+    "read_dataset",
+    "load_episodes",
+    "parquet_files",
+    "OutputExistsError",
+    "DEFAULT_MAX_STEPS_PER_ROW",
+]
+
+DEFAULT_MAX_STEPS_PER_ROW = 10_000
+DEFAULT_ROWS_PER_FILE = 1_000
+
+
+class OutputExistsError(FileExistsError):
+    """The output path exists and ``overwrite`` was not asked for."""
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a fresh temporary directory beside ``path``; on success rename it to ``path``.
+
+    On any exception the temporary directory is removed and ``path`` is left as
+    it was. An existing ``path`` is replaced only when ``overwrite`` is true.
+    """
+    path = Path(path).resolve()
+    if path.exists() and not overwrite:
+        raise OutputExistsError(f"{path} already exists (pass overwrite=True / --overwrite to replace it)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def parquet_files(path: str | Path) -> list[Path]:
+    """The data files of a dataset directory, in order."""
+    return sorted(p for p in Path(path).glob("*.parquet") if p.is_file())
+
+
+def _chunked(episodes: Iterable[SingleAgentEpisode], max_steps: int) -> Iterator[SingleAgentEpisode]:
+    for ep in episodes:
+        ep.check()
+        yield from ep.split(max_steps)
+
+
+def write_dataset(
+    source: Iterable[SingleAgentEpisode] | "ray.data.Dataset",  # noqa: F821
+    path: str | Path,
+    *,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    env_id: str | None = None,
+    env_spec: Mapping[str, Any] | None = None,
+    extra_columns: Mapping[str, Mapping[str, Any]] | None = None,
+    max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+    provenance: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> DatasetInfo:
+    """Write episodes (an iterable, streamed) or a Ray Dataset of episode rows.
+
+    Episodes longer than ``max_steps_per_row`` are split into chunks. Files are
+    written to a temporary directory next to ``path`` and renamed into place;
+    an existing ``path`` is refused unless ``overwrite=True``.
+    """
+    if max_steps_per_row < 1:
+        raise ValueError(f"max_steps_per_row must be >= 1, got {max_steps_per_row}")
+    with atomic_directory(path, overwrite=overwrite) as tmp:
+        if _is_ray_dataset(source):
+            counts, extra = _write_ray_dataset(source, tmp, extra_columns)
+        else:
+            counts, extra = _write_episodes(
+                _chunked(source, max_steps_per_row), tmp, observation_space, action_space,
+                extra_columns, rows_per_file,
+            )
+        info = DatasetInfo(
+            observation_space=observation_space,
+            action_space=action_space,
+            env_id=env_id,
+            env_spec=dict(env_spec) if env_spec else None,
+            extra_columns=extra,
+            max_steps_per_row=max_steps_per_row,
+            provenance=dict(provenance or {}),
+            **counts,
+        )
+        info.write(tmp)
+    return info
+
+
+def _is_ray_dataset(obj: Any) -> bool:
+    return type(obj).__module__.startswith("ray.data") and hasattr(obj, "write_parquet")
+
+
+def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, rows_per_file):
+    episode_ids: set[tuple[str, str | None]] = set()
+    rows = steps = 0
+    files = 0
+    buffer: list[SingleAgentEpisode] = []
+    extra = dict(extra_columns) if extra_columns is not None else None
+
+    def flush() -> None:
+        nonlocal files, extra
+        if extra is None:
+            extra = infer_extra_columns(buffer)
+        table = episodes_to_table(buffer, obs_space, act_space, extra)
+        pq.write_table(table, directory / f"part-{files:05d}.parquet")
+        files += 1
+        buffer.clear()
+
+    for ep in episodes:
+        buffer.append(ep)
+        episode_ids.add((ep.id, ep.agent_id))
+        rows += 1
+        steps += len(ep)
+        if len(buffer) >= rows_per_file:
+            flush()
+    if buffer or files == 0:
+        flush()
+    counts = {"num_episodes": len(episode_ids), "num_steps": steps, "num_rows": rows}
+    return counts, extra or {}
+
+
+def _write_ray_dataset(ds, directory, extra_columns):
+    """Write rows already in the episode schema, then count what was written."""
+    raw = directory / "_ray"
+    ds.write_parquet(str(raw))
+    written = sorted(raw.glob("*.parquet"))
+    for i, f in enumerate(written):
+        os.rename(f, directory / f"part-{i:05d}.parquet")
+    shutil.rmtree(raw)
+    rows = steps = 0
+    ids: set[tuple[str, str | None]] = set()
+    for f in parquet_files(directory):
+        t = pq.read_table(f, columns=[S.EPISODE_ID, S.AGENT_ID, S.REWARDS])
+        rows += t.num_rows
+        steps += int(pc.sum(pc.list_value_length(t.column(S.REWARDS))).as_py() or 0)
+        ids.update(zip(t.column(S.EPISODE_ID).to_pylist(), t.column(S.AGENT_ID).to_pylist()))
+    if extra_columns is None:
+        schema = pq.read_schema(directory / "part-00000.parquet") if rows else pa.schema([])
+        extra_columns = {
+            f.name: S.extra_spec_from_arrow(f.type.value_type) for f in schema if f.name not in S.REQUIRED_COLUMNS
+        }
+    return {"num_episodes": len(ids), "num_steps": steps, "num_rows": rows}, dict(extra_columns)
+
+
+def read_dataset(path: str | Path, *, columns: Sequence[str] | None = None, **read_kwargs: Any):
+    """A lazy, streaming Ray Dataset over the rows of an episode dataset."""
+    import ray.data
+
+    read_info(path)  # fail early, with a clear message, on a directory that is not a dataset
+    files = [str(f) for f in parquet_files(path)]
+    return ray.data.read_parquet(files, columns=list(columns) if columns else None, **read_kwargs)
+
+
+def load_episodes(path: str | Path, *, reassemble: bool = True) -> list[SingleAgentEpisode]:
+    """Load every row of a (small) dataset as episodes; chunks are joined unless ``reassemble=False``."""
+    info = read_info(path)
+    episodes: list[SingleAgentEpisode] = []
+    for f in parquet_files(path):
+        table = pq.read_table(f)
+        episodes.extend(table_to_episodes(table, info.observation_space, info.action_space, info.extra_columns))
+    if not reassemble:
+        return episodes
+    groups: dict[tuple[str, str | None], list[SingleAgentEpisode]] = {}
+    for ep in episodes:
+        groups.setdefault((ep.id, ep.agent_id), []).append(ep)
+    return [SingleAgentEpisode.concat(chunks) for chunks in groups.values()]

@@ -1,0 +1,29 @@
+"""Starting or joining Ray, the same way for every command and test."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+__all__ = ["init_ray"]
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
+    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
+
+    Does nothing if Ray is already initialised in this process.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    kwargs = {"include_dashboard": False, "log_to_driver": not quiet}
+    if quiet:
+        kwargs["logging_level"] = logging.WARNING
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, **kwargs)
+    if quiet:
+        ray.data.DataContext.get_current().enable_progress_bars = False

@@ -1,0 +1,34 @@
+"""Shared fixtures: one real local Ray per test session, paths to shared fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: Real recordings made by other tools (see ../shared/fixtures/*/README.md).
+SHARED_FIXTURES = Path(os.environ.get("OFFLINERL_SHARED_FIXTURES", REPO.parent / "shared" / "fixtures"))
+DATASETS = REPO / "datasets"
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A real local Ray, started once per test session (2 CPUs, no dashboard)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        import ray.data
+
+        ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    # Ray is shut down by its atexit hook at the end of the session.
+
+
+@pytest.fixture
+def shared_fixtures() -> Path:
+    if not SHARED_FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES} (set OFFLINERL_SHARED_FIXTURES)")
+    return SHARED_FIXTURES
