@@ -1,0 +1,1 @@
+"""Converters from other tools' recordings into episode parquet (and out again)."""
