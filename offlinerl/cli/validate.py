@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "quiet_ray_data"]
 
 EPILOG = """\
 exit codes:
@@ -38,8 +39,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def quiet_ray_data() -> None:
+    """Keep Ray Data's per-job INFO lines out of a command's output (its logging is set up on import)."""
+    import ray.data  # noqa: F401
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.validate import validate_dataset
+
+    quiet_ray_data()
 
     if args.max_examples < 0:
         print("offlinerl validate: --max-examples must be >= 0", file=sys.stderr)

@@ -95,8 +95,8 @@ def _out_of_space(space: gym.Space, data: np.ndarray) -> tuple[np.ndarray, Calla
     return ~((data >= low) & (data <= high)), lambda d: f"allowed [{low[d]}, {high[d]}] (Box)"
 
 
-def _index(space: gym.Space, d: int) -> str:
-    if isinstance(space, gym.spaces.Discrete):
+def _index(space: gym.Space | None, d: int) -> str:
+    if space is None or isinstance(space, gym.spaces.Discrete):
         return ""
     shape = tuple(space.shape)
     return "[" + ", ".join(str(int(i)) for i in np.unravel_index(d, shape)) + "]" if shape else ""
@@ -208,7 +208,7 @@ def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit):
         data = _numpy(values).reshape(-1, 1)
         bad = ~np.isfinite(data) & ~_nulls(values)[:, None]
         row_of_step = np.repeat(np.arange(n), np.diff(offsets))
-        _flag_values(find, "finite", S.REWARDS, "", gym.spaces.Discrete(1), data, bad, row_of_step,
+        _flag_values(find, "finite", S.REWARDS, "", None, data, bad, row_of_step,
                      offsets[:-1] - offsets[0], None)
     for name, space, is_obs in ((S.OBS, obs_space, True), (S.ACTIONS, act_space, False)):
         if name in typed:
