@@ -102,6 +102,8 @@ def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space) ->
     obs_acc: dict[str, Any] = {}
     act_acc: dict[str, Any] = {}
     for _, rb in iter_unit_batches(unit, cols):
+        if rb.num_rows == 0:
+            continue
         col = {name: rb.column(i) for i, name in enumerate(rb.schema.names)}
         rew = col[S.REWARDS]
         offsets = rew.offsets.to_numpy()

@@ -168,7 +168,7 @@ class ValidationReport:
         for c in self.checks:
             tag = {"passed": "ok  ", "skipped": "skip"}.get(c.status, "FAIL" if c.severity == "error" else "WARN")
             text = {"passed": "passed", "skipped": f"skipped ({c.note})"}.get(
-                c.status, f"{c.count:,} offending {c.unit}" + (f" ({c.note})" if c.note else ""))
+                c.status, f"{c.count:,} offending {c.unit if c.count != 1 else c.unit[:-1]}" + (f" ({c.note})" if c.note else ""))
             lines.append(f"  [{tag}] {c.name:<{width}}  {text}  -- {c.description}")
             for e in c.examples:
                 lines.append(f"           {e.where()}: {e.detail}")
@@ -219,7 +219,7 @@ def _is_list(tp: pa.DataType) -> bool:
     return pa.types.is_list(tp) or pa.types.is_large_list(tp)
 
 
-def _check_schema(actual: pa.Schema, expected: pa.Schema, declared: set[str]) -> tuple[list[str], set, set]:
+def _check_schema(actual: pa.Schema, expected: pa.Schema) -> tuple[list[str], set, set]:
     """Problems of one file's schema, and its (correctly typed, list-typed) columns."""
     problems, typed, listed = [], set(), set()
     for f in expected:
@@ -273,7 +273,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
         if str(f) in unreadable:
             continue
         try:
-            problems, typed, listed = _check_schema(pq.read_schema(f), expected, set(info.extra_columns))
+            problems, typed, listed = _check_schema(pq.read_schema(f), expected)
         except READ_ERRORS as exc:
             unreadable[str(f)] = f"{type(exc).__name__}: {exc}"
             continue

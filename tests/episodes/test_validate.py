@@ -285,6 +285,7 @@ def test_counts(tmp_path, ray_session, capsys):
     examples = _assert_flagged(out, "counts", "dataset.json: num_episodes: dataset.json says 7, the data has 6")
     assert any("num_steps: dataset.json says 999" in e for e in examples)
     assert "2 offending fields" in out
+    assert "[FAIL] counts        2 offending fields" in out
 
 
 # unreadable input: exit 2, named, no traceback ---------------------------------------------------------
