@@ -61,7 +61,8 @@ def _assert_same(got, want):
 
 
 #: Read back through Ray Data too; together these cover every kind (Dict/Tuple nesting holds the rest).
-RAY_PAIRS = [("dict_nested", "tuple_nested"), ("box_f64_inf", "multi_discrete_2d"), ("image_u8", "multi_binary_2d")]
+RAY_PAIRS = [("dict_nested", "tuple_nested"), ("box_f64_inf", "multi_discrete_2d"), ("image_u8", "multi_binary_2d"),
+             ("discrete_start", "box_f32")]
 
 
 def _write(tmp_path, obs_name, act_name):

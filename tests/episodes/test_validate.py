@@ -239,6 +239,37 @@ def test_observations_outside_space_is_a_warning(tmp_path, ray_session, capsys):
     assert "VALID with 1 warning(s)" in out
 
 
+def _nested_value(column, t, path, value):
+    def mutate(ep):
+        leaf = getattr(ep, column)
+        for key in path[:-1]:
+            leaf = leaf[key]
+        leaf[path[-1]][t] = value
+    return mutate
+
+
+@pytest.mark.parametrize("obs_name,act_name,mutate,check,message", [
+    ("dict_nested", "dict_nested", _nested_value("actions", 1, ("mode", 0), 0), "actions",
+     "actions[1].mode.0 = 0, allowed 1..3"),
+    ("tuple_nested", "multi_binary", _nested_value("obs", 2, (0,), np.nan), "finite", "obs[2].0[0] = nan"),
+    ("image_u8", "multi_binary", lambda ep: None, None, None),
+])
+def test_nested_spaces_name_the_leaf(tmp_path, ray_session, capsys, obs_name, act_name, mutate, check, message):
+    from tests.episodes.builders import SPACES
+
+    obs_space, act_space = SPACES[obs_name], SPACES[act_name]
+    eps = [make_episode(i, obs_space, act_space, steps=4) for i in range(6)]
+    mutate(eps[BAD])
+    path = write_raw(tmp_path / "ds", [eps[:3], eps[3:]], obs_space, act_space)
+    code, out = _validate(capsys, path)
+    if check is None:
+        assert code == 0, out
+        return
+    assert code == 1, out
+    examples = _assert_flagged(out, check, "part-00001.parquet row 1 episode 'ep-4'")
+    assert message in examples[0]
+
+
 # 7. episode ids and chunks -----------------------------------------------------------------------------
 
 def test_episode_ids_unique(tmp_path, ray_session, capsys):
