@@ -4,7 +4,6 @@ the check that fails and where (file, row within the file, episode id)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import gymnasium as gym
 import numpy as np
