@@ -17,7 +17,8 @@ exit codes:
      (the file is named; the other files are still checked)
 
 The checks run as a Ray Data job (one task per parquet row group), so datasets
-larger than memory validate. Set RAY_ADDRESS to run on an existing cluster.
+larger than memory validate. Set RAY_ADDRESS to run on an existing cluster
+(PATH must then be readable from every node).
 """
 
 
@@ -25,9 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "validate",
         help="check an episode dataset (dataset.json, schema, lengths, values, ids, counts)",
-        description="Check an episode parquet dataset against the format (docs/episode-format.md): "
-        "dataset.json, schema vs spaces, per-row lengths, flags, NaN/inf, actions and observations "
-        "inside their spaces, unique ids, contiguous chunks, counts.",
+        description="Check an episode parquet dataset against the format (docs/episode-format.md):\n"
+        "dataset.json, schema vs spaces, per-row lengths, flags, NaN/inf, actions and\n"
+        "observations inside their spaces, unique ids, contiguous chunks, counts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
