@@ -17,7 +17,7 @@ from offlinerl.convert.packing import unpack
 from offlinerl.convert.rllib_msgpack import chunk_from_state, decode_state
 from offlinerl.convert.rllib_parquet import QUARANTINE_FILE, convert_rllib_parquet
 from offlinerl.episodes import load_episodes, read_info
-from tests.convert.rllib_helpers import pack_state, raw_state, run_cli
+from tests.convert.helpers import pack_state, raw_state, run_cli
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 

@@ -1,4 +1,4 @@
-"""Helpers for the RLlib new-stack converter tests: a msgpack-numpy encoder written
+"""Helpers for the converter tests: a msgpack-numpy encoder written
 from the format description (map with nd/type/kind/shape/data), and a CLI runner."""
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ def raw_state(raw: bytes) -> dict:
 
 
 def run_cli(argv: list[str]) -> int:
-    """Run ``offlinerl convert ...`` through the real argparse wiring of the convert command."""
-    from offlinerl.cli import convert
+    """Run ``offlinerl convert|export ...`` through the real argparse wiring of those commands."""
+    from offlinerl.cli import convert, export
 
     parser = argparse.ArgumentParser(prog="offlinerl")
     sub = parser.add_subparsers(dest="command")
     convert.register(sub)
+    export.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
