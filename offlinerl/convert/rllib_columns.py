@@ -28,7 +28,10 @@ from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
 
-__all__ = ["CORE_COLUMNS", "DROPPED_COLUMNS", "StepSettings", "extra_specs", "step_schema", "read_piece", "stitch_group"]
+__all__ = [
+    "CORE_COLUMNS", "DROPPED_COLUMNS", "StepSettings", "extra_specs", "step_schema", "read_piece", "stitch_group",
+    "plain", "unpack_any",
+]
 
 #: Columns every per-step recording has (``agent_id``/``module_id`` may be null-typed).
 CORE_COLUMNS = ("eps_id", "agent_id", "module_id", "obs", "new_obs", "actions", "rewards", "terminateds", "truncateds")
@@ -48,7 +51,7 @@ class StepSettings:
     """All input files, in order (index = file position)."""
 
 
-def _plain(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
+def plain(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Strip extension types (Ray's tensor type) down to their storage."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -61,7 +64,7 @@ def _is_list(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
 
 
-def _unpack_any(value: str | bytes) -> Any:
+def unpack_any(value: str | bytes) -> Any:
     """RLlib ``pack()`` text -> the arrays it holds (an array, or a dict/tuple of arrays)."""
     import lz4.frame
 
@@ -94,7 +97,7 @@ def extra_specs(schema: pa.Schema, first: pa.Table) -> tuple[dict[str, dict], li
         name = field.name
         if name in CORE_COLUMNS or name in DROPPED_COLUMNS:
             continue
-        col = _plain(first.column(name)) if name in first.column_names else None
+        col = plain(first.column(name)) if name in first.column_names else None
         t = col.type if col is not None else field.type
         if _is_list(t) and (pa.types.is_floating(t.value_type) or pa.types.is_integer(t.value_type)):
             shape = _shape_from_field(field)
@@ -106,7 +109,7 @@ def extra_specs(schema: pa.Schema, first: pa.Table) -> tuple[dict[str, dict], li
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             first_value = col[0].as_py() if col is not None and len(col) else None
             if isinstance(first_value, str) and first_value.startswith(LZ4_MAGIC_B64):
-                arr = np.asarray(_unpack_any(first_value))
+                arr = np.asarray(unpack_any(first_value))
                 specs[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "packed": True}
             else:
                 specs[name] = {"dtype": "string", "shape": []}
@@ -132,13 +135,13 @@ def step_schema(settings: GroupSettings) -> pa.Schema:
 
 def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: list) -> Any:
     """Decode a column into a space batch; rows that fail get an error and a zero value."""
-    raw = _plain(arr).to_pylist()
+    raw = plain(arr).to_pylist()
     values = []
     for i, v in enumerate(raw):
         try:
             if v is None:
                 raise ValueError(f"{name} is null")
-            decoded = _unpack_any(v) if isinstance(v, (str, bytes)) else v
+            decoded = unpack_any(v) if isinstance(v, (str, bytes)) else v
             values.append(fit_value(decoded, space, name))
         except (PackedDecodeError, ValueError, TypeError) as exc:
             errors[i] = errors[i] or f"{name}: {exc}"
@@ -158,34 +161,33 @@ def _stack(values: Sequence[Any], space: gym.Space) -> Any:
     return out
 
 
-def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: list) -> pa.Array:
-    arr = _plain(arr)
-    target = S.extra_value_type(spec)
+def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: list) -> tuple[pa.Array, np.ndarray]:
+    """An extra column as (Arrow values of the step type, numpy form for fingerprints)."""
+    arr = plain(arr)
     if spec["dtype"] in ("string", S.JSON_DTYPE):
-        return arr.cast(pa.string())
+        text = arr.cast(pa.string())
+        return text, np.array([hashlib.blake2b((v or "").encode(), digest_size=8).digest() for v in text.to_pylist()])
     shape = tuple(spec.get("shape", ()))
     box = gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.dtype(spec["dtype"]))
     if spec.get("packed") or _is_list(arr.type) or arr.null_count:
         batch = _decode_space_column(arr, box, name, errors)
     else:
         batch = arr.to_numpy(zero_copy_only=False).astype(spec["dtype"])
-    flat = pa.array(np.ascontiguousarray(batch).reshape(-1), type=pa.from_numpy_dtype(np.dtype(spec["dtype"])))
-    return pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape))) if shape else flat.cast(target)
+    batch = np.ascontiguousarray(batch)
+    flat = pa.array(batch.reshape(-1), type=pa.from_numpy_dtype(batch.dtype))
+    values = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(shape))) if shape else flat
+    return values, batch
 
 
 def _row_digests(columns: Sequence[Any], n: int) -> list[bytes]:
     """Per-row fingerprints over the leaves of several batches (row i of every column)."""
     parts = []
     for col in columns:
-        leaves = [col] if not isinstance(col, (dict, tuple)) else list(col.values() if isinstance(col, dict) else col)
-        for leaf in leaves:
-            if isinstance(leaf, (dict, tuple)):
-                parts.append(np.frombuffer(b"".join(_row_digests([leaf], n)), np.uint8).reshape(n, 16))
-            elif isinstance(leaf, pa.Array):
-                parts.append(np.frombuffer(b"".join(hashlib.blake2b(str(v).encode(), digest_size=16).digest()
-                                                    for v in leaf.to_pylist()), np.uint8).reshape(n, 16))
-            else:
-                parts.append(np.ascontiguousarray(leaf).reshape(n, -1).view(np.uint8).reshape(n, -1))
+        if isinstance(col, (dict, tuple)):
+            leaves = list(col.values()) if isinstance(col, dict) else list(col)
+            parts.append(np.frombuffer(b"".join(_row_digests(leaves, n)), np.uint8).reshape(n, 16))
+        else:
+            parts.append(np.ascontiguousarray(col).reshape(n, -1).view(np.uint8).reshape(n, -1))
     matrix = np.ascontiguousarray(np.concatenate(parts, axis=1)) if parts else np.zeros((n, 0), np.uint8)
     return [hashlib.blake2b(matrix[i].tobytes(), digest_size=16).digest() for i in range(n)]
 
@@ -212,7 +214,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
         if col not in names:
             errors = [e or f"extra column {col!r} missing from this file" for e in errors]
     def column(name: str, fill: pa.Array) -> pa.Array:
-        return _plain(table.column(name)) if name in names else fill
+        return plain(table.column(name)) if name in names else fill
     nulls = pa.nulls(n, pa.string())
     eps = column("eps_id", nulls).cast(pa.string()).to_pylist()
     agents = column("agent_id", nulls).cast(pa.string()).to_pylist()
@@ -225,24 +227,22 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     rewards = np.asarray(reward_col.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
     for i in np.flatnonzero(reward_col.is_null().to_numpy(zero_copy_only=False)):
         errors[i] = errors[i] or "rewards is null"
-    term = column("terminateds", pa.array([False] * n)).to_numpy(zero_copy_only=False).astype(bool)
-    trunc = column("truncateds", pa.array([False] * n)).to_numpy(zero_copy_only=False).astype(bool)
-    extras = {}
+    term, trunc = (_flags(column(c, pa.array([False] * n)), c, errors) for c in ("terminateds", "truncateds"))
+    extras, extra_values = {}, []
     for name, spec in g.extra_columns.items():
         source = table.column(name) if name in names else pa.nulls(n, S.extra_value_type(spec))
-        extras[name] = _decode_extra(source, spec, name, errors)
+        extras[name], hashable = _decode_extra(source, spec, name, errors)
+        extra_values.append(hashable)
     for i, e in enumerate(eps):
         if e is None:
             errors[i] = errors[i] or "eps_id is null"
     keys = [NO_EPISODE_KEY if e is None else f"{e}\x1f{a or ''}" for e, a in zip(eps, agents)]
-    numeric_extras = [v.to_numpy(zero_copy_only=False) if not _is_list(v.type) and not pa.types.is_string(v.type)
-                      else v for v in extras.values()]
     columns = {
         KEY: pa.array(keys, pa.string()), S.EPISODE_ID: pa.array(eps, pa.string()),
         S.AGENT_ID: pa.array(agents, pa.string()), S.MODULE_ID: pa.array(modules, pa.string()),
         FILE: pa.array([file_index] * n, pa.int32()), ROW: pa.array(np.arange(row_offset, row_offset + n), pa.int64()),
         ERROR: pa.array(errors, pa.string()),
-        SIG: pa.array(_row_digests([obs, new_obs, actions, rewards, term, trunc, *numeric_extras], n), pa.binary()),
+        SIG: pa.array(_row_digests([obs, new_obs, actions, rewards, term, trunc, *extra_values], n), pa.binary()),
         OBS_SIG: pa.array(_row_digests([obs], n), pa.binary()),
         NEXT_SIG: pa.array(_row_digests([new_obs], n), pa.binary()),
         S.OBS: to_arrow(obs, g.observation_space), "new_obs": to_arrow(new_obs, g.observation_space),
@@ -251,6 +251,12 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     }
     schema = step_schema(g)
     return pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+
+
+def _flags(arr: pa.Array, name: str, errors: list) -> np.ndarray:
+    for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)):
+        errors[i] = errors[i] or f"{name} is null"
+    return arr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def _where(files: Sequence[str], f: int, r: int) -> str:
@@ -329,7 +335,7 @@ def stitch_group(group: pa.Table, *, settings: StepSettings) -> pa.Table:
 
 
 def _extra_numpy(values: pa.ChunkedArray | pa.Array, spec: Mapping[str, Any]) -> Any:
-    values = _plain(values)
+    values = plain(values)
     if spec["dtype"] in ("string", S.JSON_DTYPE):
         return values.to_pylist()
     shape = tuple(spec.get("shape", ()))

@@ -144,27 +144,28 @@ def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
 
 def _first_chunk(files: Sequence[Path], limit: int = 1000):
     """The first decodable episode record (to learn spaces and extra columns)."""
-    seen = 0
+    seen, first_error = 0, None
     for f in files:
         for raw in pq.read_table(f, columns=["item"]).column("item").to_pylist():
             seen += 1
             try:
                 state = decode_state(raw)
                 return state, chunk_from_state(state)
-            except (EpisodeStateError, ValueError, TypeError, KeyError):
-                if seen >= limit:
-                    break
-    raise ValueError(f"none of the first {seen} episode records could be decoded; see the quarantine for reasons")
+            except (EpisodeStateError, ValueError, TypeError, KeyError) as exc:
+                first_error = first_error or f"{f}: {type(exc).__name__}: {exc}"
+            if seen >= limit:
+                break
+    raise ValueError(f"none of the first {seen} episode records could be decoded (first problem: {first_error})")
 
 
 def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, list[str]]:
     first = pq.read_table(files[0], columns=["obs", "actions"]).slice(0, 1)
     obs = first.column("obs")[0].as_py()
-    value = np.asarray(rllib_columns._unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
+    value = np.asarray(rllib_columns.unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
     if value.dtype.kind not in "fiub":
         raise ValueError("cannot infer the observation space; pass --env or --observation-space")
     obs_space = gym.spaces.Box(-np.inf, np.inf, shape=value.shape, dtype=value.dtype)
-    act_type = rllib_columns._plain(first.column("actions")).type
+    act_type = rllib_columns.plain(first.column("actions")).type
     if pa.types.is_integer(act_type):
         import ray.data
 
@@ -247,7 +248,9 @@ def convert_rllib_parquet(
         extra_columns = rllib_chunks.extra_specs_of(chunk)
     else:
         schema = pq.read_schema(readable_paths[0])
-        extra_columns, notes = rllib_columns.extra_specs(schema, pq.read_table(readable_paths[0]).slice(0, 1))
+        head = next(pq.ParquetFile(readable_paths[0]).iter_batches(batch_size=1), None)
+        first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
+        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows)
         report.notes += notes
         recorded = "inferred from the data"
         if observation_space is None or action_space is None:

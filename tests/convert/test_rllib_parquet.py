@@ -204,3 +204,51 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
     records = [json.loads(line) for line in (tmp_path / "out" / "_quarantine" / QUARANTINE_FILE).read_text().splitlines()]
     reasons = {(Path(r["file"]).name, r["row"]): r["reason"] for r in records}
     assert "object array" in reasons[("b.parquet", 2)] and ("b.parquet", 3) in reasons
+
+
+def test_multi_agent_unpacked_columns_across_files(tmp_path):
+    """Plain (not packed) list columns, two agents sharing an eps_id, Box actions, steps spread over files."""
+    rng = np.random.default_rng(3)
+    plan = {("e1", "a0"): (3, "truncated"), ("e1", "a1"): (2, "terminated"), ("e2", "a0"): (2, None)}
+    truth, rows = {}, []
+    for (eps, agent), (T, end) in plan.items():
+        obs = rng.normal(size=(T + 1, 3)).astype(np.float32)
+        act = rng.normal(size=(T, 2)).astype(np.float32)
+        rew = rng.normal(size=T)
+        truth[(eps, agent)] = (obs, act, rew, end)
+        for t in range(T):
+            last = t == T - 1
+            rows.append({"eps_id": eps, "agent_id": agent, "module_id": f"pol_{agent}", "t": t,
+                         "obs": obs[t].tolist(), "actions": act[t].tolist(), "rewards": float(rew[t]),
+                         "new_obs": obs[t + 1].tolist(), "terminateds": last and end == "terminated",
+                         "truncateds": last and end == "truncated", "vf_preds": float(rew[t]) * 2,
+                         "infos": json.dumps({"t": t})})
+    rows.sort(key=lambda r: (r["t"], r["eps_id"], r["agent_id"]))  # agents interleaved, as a vector env writes
+    schema = pa.schema([("eps_id", pa.string()), ("agent_id", pa.string()), ("module_id", pa.string()),
+                        ("t", pa.int64()), ("obs", pa.list_(pa.float32(), 3)), ("actions", pa.list_(pa.float32())),
+                        ("rewards", pa.float64()), ("new_obs", pa.list_(pa.float32(), 3)),
+                        ("terminateds", pa.bool_()), ("truncateds", pa.bool_()), ("vf_preds", pa.float64()),
+                        ("infos", pa.string())])
+    rec = tmp_path / "rec"
+    (rec / "run-2").mkdir(parents=True)
+    (rec / "run-1").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows[:3], schema=schema), rec / "run-1" / "x.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[3:], schema=schema), rec / "run-2" / "a.parquet")
+
+    report = convert_rllib_parquet(rec, tmp_path / "out")
+    assert report.episodes == 3 and report.steps == 7 and not report.quarantined
+    assert report.truncated_by_recording == 1 and report.terminated == 1 and report.truncated == 2
+    info = read_info(tmp_path / "out")
+    assert info.action_space.shape == (2,) and info.observation_space.shape == (3,)
+    assert set(info.extra_columns) == {"vf_preds", "infos"}  # `t` is bookkeeping, dropped
+    got = {(ep.id, ep.agent_id): ep for ep in load_episodes(tmp_path / "out")}
+    assert set(got) == set(plan)
+    for key, (obs, act, rew, end) in truth.items():
+        ep = got[key]
+        assert ep.module_id == f"pol_{key[1]}"
+        np.testing.assert_array_equal(ep.obs, obs)
+        np.testing.assert_array_equal(ep.actions, act)
+        np.testing.assert_array_equal(ep.rewards, rew.astype(np.float32))
+        np.testing.assert_array_equal(ep.extras["vf_preds"], rew * 2)
+        assert [json.loads(i) if isinstance(i, str) else i for i in ep.extras["infos"]] == [{"t": t} for t in range(len(rew))]
+        assert (ep.terminated, ep.truncated) == (end == "terminated", end != "terminated")
