@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert.packing import LZ4_MAGIC_B64, PackedDecodeError, safe_loads
@@ -135,18 +136,56 @@ def step_schema(settings: GroupSettings) -> pa.Schema:
 
 def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: list) -> Any:
     """Decode a column into a space batch; rows that fail get an error and a zero value."""
-    raw = plain(arr).to_pylist()
+    arr = plain(arr)
+    fast = _numeric_batch(arr, space)
+    if fast is not None:
+        return fast
+    leaf = _leaf_form(space)
     values = []
-    for i, v in enumerate(raw):
+    for i, v in enumerate(arr.to_pylist()):
         try:
             if v is None:
                 raise ValueError(f"{name} is null")
             decoded = unpack_any(v) if isinstance(v, (str, bytes)) else v
-            values.append(fit_value(decoded, space, name))
+            if leaf and isinstance(decoded, np.ndarray) and (decoded.dtype, decoded.shape) == leaf:
+                values.append(decoded)  # already exactly the space's form
+            else:
+                values.append(fit_value(decoded, space, name))
         except (PackedDecodeError, ValueError, TypeError) as exc:
             errors[i] = errors[i] or f"{name}: {exc}"
             values.append(None)
     return _stack(values, space)
+
+
+def _leaf_form(space: gym.Space) -> tuple[np.dtype, tuple[int, ...]] | None:
+    """(dtype, shape) of one value of a Box/MultiDiscrete/MultiBinary space; None for other spaces."""
+    if isinstance(space, gym.spaces.MultiBinary):
+        return np.dtype(np.int8), tuple(space.shape)
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete)):
+        return np.dtype(space.dtype), tuple(space.shape)
+    return None
+
+
+def _numeric_batch(arr: pa.Array, space: gym.Space) -> np.ndarray | None:
+    """Vectorised decoding of a null-free numeric (list) column of a leaf space; None -> decode row by row."""
+    leaf = _leaf_form(space)
+    if arr.null_count or (leaf is None and not isinstance(space, gym.spaces.Discrete)):
+        return None
+    dtype, shape = leaf if leaf else (np.dtype(np.int64), ())
+    size = int(np.prod(shape))
+    if _is_list(arr.type) and (pa.types.is_integer(arr.type.value_type) or pa.types.is_floating(arr.type.value_type)):
+        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
+        if len(arr) and (lengths != size).any() or arr.flatten().null_count:
+            return None
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+    elif size == 1 and (pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type) or pa.types.is_boolean(arr.type)):
+        flat = arr.to_numpy(zero_copy_only=False)
+    else:
+        return None
+    out = flat.astype(dtype)
+    if out.dtype != flat.dtype and not np.array_equal(out, flat, equal_nan=flat.dtype.kind == "f"):
+        return None  # lossy: the row-by-row path names the rows
+    return out.reshape((len(arr), *shape))
 
 
 def _stack(values: Sequence[Any], space: gym.Space) -> Any:
