@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.ray_utils import init_ray
 
     init_ray(args.ray_address)
+    _show_progress()
     try:
         info = import_minari(
             args.dataset, args.output, keep_infos=not args.no_infos,
@@ -43,3 +44,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"Minari {info.provenance.get('minari_dataset_id')} ({info.provenance.get('minari_data_format')}) -> "
           f"{args.output}: {info.num_episodes} episodes, {info.num_steps} steps")
     return 0
+
+
+def _show_progress() -> None:
+    """Ray Data's progress bars on an interactive terminal (off in logs and tests)."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = sys.stderr.isatty()

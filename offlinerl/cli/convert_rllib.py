@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     obs_space = load_space_arg(args.observation_space, "observation-space")
     act_space = load_space_arg(args.action_space, "action-space")
     init_ray(args.ray_address)
+    _show_progress()
     try:
         report = convert_rllib_parquet(
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
@@ -67,3 +68,10 @@ def run(args: argparse.Namespace) -> int:
         print("some records were quarantined (see above); pass --allow-quarantine to accept that", file=sys.stderr)
         return 1
     return 0
+
+
+def _show_progress() -> None:
+    """Ray Data's progress bars on an interactive terminal (off in logs and tests)."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = sys.stderr.isatty()

@@ -40,7 +40,8 @@ def run_minari(args: argparse.Namespace) -> int:
 
     try:
         target = export_minari(args.path, args.dataset_id, data_format=args.data_format, root=args.root,
-                               description=args.description, overwrite=args.overwrite)
+                               description=args.description, overwrite=args.overwrite,
+                               progress=sys.stderr.isatty())
     except (MinariError, DatasetInfoError, OutputExistsError) as exc:
         print(f"offlinerl export minari: error: {exc}", file=sys.stderr)
         return 2

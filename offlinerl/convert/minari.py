@@ -29,6 +29,7 @@ from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory, parquet_files, write_dataset
+from offlinerl.episodes.spaces import SpaceError, space_to_json
 
 __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "episode_from_minari", "iter_episodes",
            "DATA_FORMATS"]
@@ -152,6 +153,11 @@ def import_minari(
     dataset = open_minari(dataset_id_or_path)
     data_path = str(dataset.storage.data_path)
     obs_space, act_space = dataset.observation_space, dataset.action_space
+    for what, space in (("observation", obs_space), ("action", act_space)):
+        try:
+            space_to_json(space)
+        except SpaceError as exc:
+            raise MinariError(f"{dataset_id_or_path}: {what} space cannot be stored: {exc}") from exc
     n = len(dataset.episode_indices)
     if n == 0:
         raise MinariError(f"{dataset_id_or_path}: the Minari dataset has no episodes")
@@ -222,6 +228,7 @@ def export_minari(
     root: str | Path | None = None,
     description: str | None = None,
     overwrite: bool = False,
+    progress: bool = False,
 ) -> Path:
     """Write the episode dataset at ``path`` as the Minari dataset ``dataset_id``; returns its directory.
 
@@ -229,6 +236,7 @@ def export_minari(
     ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``), written in a temporary directory and renamed.
     """
     from minari import __version__ as minari_version
+    from tqdm import tqdm
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.dataset.minari_storage import MinariStorage
     from minari.storage.datasets_root_dir import get_dataset_path
@@ -257,6 +265,8 @@ def export_minari(
             "description": description or f"Exported by offlinerl from {Path(path).resolve()}",
             "algorithm_name": str(info.provenance.get("converter") or info.provenance.get("collector") or "offlinerl"),
         })
-        storage.update_episodes(_minari_buffer(ep, i) for i, ep in enumerate(iter_episodes(path, info)))
+        episodes = tqdm(iter_episodes(path, info), total=info.num_episodes, unit="episode",
+                        desc=f"export {dataset_id}", disable=not progress)
+        storage.update_episodes(_minari_buffer(ep, i) for i, ep in enumerate(episodes))
     return target
 

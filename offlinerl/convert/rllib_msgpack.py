@@ -179,6 +179,8 @@ class EpisodeChunk:
 
 def chunk_from_state(state: dict[str, Any]) -> EpisodeChunk:
     """Cut an episode state into the data of its own chunk (the lookback part is a previous chunk's)."""
+    if "agent_episodes" in state:
+        raise EpisodeStateError("a MultiAgentEpisode record: only SingleAgentEpisode records are supported (issue 3)")
     try:
         t0, t1 = int(state["t_started"]), int(state["t"])
         eid = _key(state["id_"])
