@@ -128,13 +128,52 @@ def _as_batch(batch: Any) -> Any:
     return np.asarray(batch)
 
 
+def _arrow_episodes(storage: Any, indices: Any) -> Iterator[Any]:
+    """Episodes of minari's arrow/parquet storages, each read whole.
+
+    minari 0.5.4's own ``get_episodes`` zips episode ids with record *batches*,
+    so an episode stored in more than one batch (more than 32,767 steps) is cut
+    and every later episode gets the wrong rows. We read each episode folder
+    as one table and decode it with minari's own space/info decoders.
+    """
+    import pyarrow.dataset as pds
+    from minari.dataset._storages.arrow_storage import _decode_info, _decode_space
+    from minari.dataset.episode_data import EpisodeData
+
+    jpeg = bool(storage.metadata.get("jpeg_encoding", True))
+    for ep_id in indices:
+        table = pds.dataset(str(Path(storage.data_path) / str(ep_id)), format=storage.FORMAT,
+                            ignore_prefixes=["_", ".", "metadata.json"]).to_table()
+        col = {name: table.column(name).combine_chunks() for name in table.column_names}
+        yield EpisodeData(
+            id=int(ep_id),
+            observations=_decode_space(storage.observation_space, col["observations"], jpeg_encoding=jpeg),
+            actions=_decode_space(storage.action_space, col["actions"][:-1], jpeg_encoding=jpeg),
+            rewards=np.asarray(col["rewards"])[:-1],
+            terminations=np.asarray(col["terminations"])[:-1],
+            truncations=np.asarray(col["truncations"])[:-1],
+            infos=_decode_info(col["infos"]) if "infos" in col else {},
+        )
+
+
 def _read_episodes(items: Any, *, data_path: str, observation_space: gym.Space, action_space: gym.Space,
                    keep_infos: bool, extra_columns: dict, max_steps: int):
-    """``map_batches`` function: read a range of minari episodes with minari's reader, as episode rows."""
+    """``map_batches`` function: read a range of minari episodes as episode rows (lengths checked against
+    minari's per-episode metadata)."""
     dataset = open_minari(data_path)
+    storage = dataset.storage
     rows = []
     for start, stop in zip(items["start"], items["stop"]):
-        for ep in dataset.iterate_episodes(dataset.episode_indices[int(start):int(stop)]):
+        indices = dataset.episode_indices[int(start):int(stop)]
+        steps = [int(m["total_steps"]) for m in storage.get_episode_metadata(indices)]
+        if storage.FORMAT in ("arrow", "parquet"):
+            episodes = _arrow_episodes(storage, indices)
+        else:
+            episodes = dataset.iterate_episodes(indices)
+        for ep, expected in zip(episodes, steps):
+            if len(ep.rewards) != expected:
+                raise MinariError(f"{data_path}: episode {ep.id} has {len(ep.rewards)} steps, its metadata says "
+                                  f"{expected}")
             rows.extend(episode_from_minari(ep, keep_infos).split(max_steps))
     return episodes_to_table(rows, observation_space, action_space, extra_columns)
 

@@ -136,3 +136,29 @@ def test_ours_round_trip_through_minari(minari_root, tmp_path, data_format):
         np.testing.assert_array_equal(ep.actions, other.actions)
         np.testing.assert_array_equal(ep.rewards, other.rewards)
         assert (ep.terminated, ep.truncated) == (other.terminated, other.truncated)
+
+
+@pytest.mark.parametrize("data_format", ("arrow", "parquet"))
+def test_long_episodes_stay_aligned(minari_root, tmp_path, data_format):
+    """minari 0.5.4's arrow/parquet reader cuts an episode stored in several record batches and shifts every
+    later episode; our import reads each episode whole."""
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    lengths = (40_000, 3, 5)
+    buffers = [EpisodeBuffer(observations=(np.arange(T + 1, dtype=np.float32) + 1e5 * k)[:, None],
+                             actions=np.arange(T) % 2, rewards=np.full(T, k + 1.0).tolist(),
+                             terminations=[False] * (T - 1) + [True], truncations=[False] * T)
+               for k, T in enumerate(lengths)]
+    dataset_id = f"tests/long-{data_format}-v0"
+    mds = minari.create_dataset_from_buffers(dataset_id, buffers, data_format=data_format,
+                                             observation_space=gym.spaces.Box(-np.inf, np.inf, (1,), np.float32),
+                                             action_space=gym.spaces.Discrete(2))
+    import_minari(dataset_id, tmp_path / "ours")
+    episodes = sorted(load_episodes(tmp_path / "ours"), key=lambda e: int(e.id))
+    assert [len(e) for e in episodes] == list(lengths)
+    for k, (ep, buf) in enumerate(zip(episodes, buffers)):
+        np.testing.assert_array_equal(ep.obs, buf.observations)
+        np.testing.assert_array_equal(ep.actions, buf.actions)
+        assert ep.episode_return == (k + 1.0) * lengths[k] and ep.terminated
+    assert [len(e) for e in mds.iterate_episodes()] != list(lengths)  # the upstream bug this guards against
