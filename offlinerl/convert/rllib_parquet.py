@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert import rllib_chunks, rllib_columns
+from offlinerl.convert.packing import PackedDecodeError
 from offlinerl.convert.rllib_common import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
 )
@@ -159,11 +160,17 @@ def _first_chunk(files: Sequence[Path], limit: int = 1000):
 
 
 def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, list[str]]:
-    first = pq.read_table(files[0], columns=["obs", "actions"]).slice(0, 1)
-    obs = first.column("obs")[0].as_py()
-    value = np.asarray(rllib_columns.unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
-    if value.dtype.kind not in "fiub":
-        raise ValueError("cannot infer the observation space; pass --env or --observation-space")
+    head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=100, columns=["obs", "actions"]))
+    first, value = None, None
+    for i, obs in enumerate(head.column("obs").to_pylist()):  # the first row whose obs decodes
+        try:
+            value = np.asarray(rllib_columns.unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
+        except (PackedDecodeError, ValueError, TypeError):
+            continue
+        first = pa.Table.from_batches([head]).slice(i, 1)
+        break
+    if first is None or value is None or value.dtype.kind not in "fiub":
+        raise ValueError(f"cannot infer the observation space from {files[0]}: pass --env or --observation-space")
     obs_space = gym.spaces.Box(-np.inf, np.inf, shape=value.shape, dtype=value.dtype)
     act_type = rllib_columns.plain(first.column("actions")).type
     if pa.types.is_integer(act_type):
@@ -191,6 +198,67 @@ def _max_action(batch: pa.Table) -> pa.Table:
     return pa.table({"max": pa.array(tops, pa.int64())})
 
 
+@dataclass
+class _Scan:
+    """What the footers of the input files say: readable files, their row-group pieces, the layout."""
+
+    layout: str | None = None
+    readable: list[str] = field(default_factory=list)
+    pieces: list[dict[str, int]] = field(default_factory=list)
+    rows: int = 0
+    quarantine: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _scan(files: Sequence[Path]) -> _Scan:
+    scan = _Scan()
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+            layout = detect_layout(meta.schema.to_arrow_schema())
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            scan.quarantine.append(record(str(f), None, f"unreadable file: {type(exc).__name__}: {exc}"))
+            continue
+        scan.layout = scan.layout or layout
+        if layout != scan.layout:
+            scan.quarantine.append(record(str(f), None, f"file has the {layout} layout, the recording the "
+                                                        f"{scan.layout} layout"))
+            continue
+        offset = 0
+        for g in range(meta.num_row_groups):
+            scan.pieces.append({"file_index": len(scan.readable), "row_group": g, "row_offset": offset})
+            offset += meta.row_group(g).num_rows
+        scan.readable.append(str(f))
+        scan.rows += meta.num_rows
+    if scan.layout is None:
+        raise ValueError(f"none of the {len(files)} parquet files is a readable RLlib recording "
+                         f"(first problem: {scan.quarantine[0]['reason']})")
+    return scan
+
+
+def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Space | None,
+              action_space: gym.Space | None, max_steps_per_row: int) -> GroupSettings:
+    """Spaces (given > env > recording or inferred) and extra columns; notes go to the report."""
+    files = [Path(p) for p in scan.readable]
+    if scan.layout == "episodes":
+        state, chunk = _first_chunk(files)
+        report.spaces_from = report.spaces_from or "recording (episode state spaces)"
+        observation_space = observation_space or space_from_rllib(state["_observation_space"])
+        action_space = action_space or space_from_rllib(state["_action_space"])
+        extra_columns = rllib_chunks.extra_specs_of(chunk)
+    else:
+        schema = pq.read_schema(files[0])
+        head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=1), None)
+        first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
+        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows)
+        report.notes += notes
+        if observation_space is None or action_space is None:
+            inferred_obs, inferred_act, notes = _infer_column_spaces(files)
+            observation_space, action_space = observation_space or inferred_obs, action_space or inferred_act
+            report.notes += notes
+            report.spaces_from = report.spaces_from or "inferred from the data"
+    return GroupSettings(observation_space, action_space, extra_columns, max_steps_per_row)
+
+
 def convert_rllib_parquet(
     inputs: str | Path | Sequence[str | Path],
     output: str | Path,
@@ -205,60 +273,19 @@ def convert_rllib_parquet(
     import ray.data
 
     files = find_parquet_files(inputs)
-    quarantine: list[dict[str, Any]] = []
-    pieces, readable, layout = [], [], None
-    rows_read = 0
-    for f in files:
-        try:
-            meta = pq.ParquetFile(f).metadata
-            file_layout = detect_layout(meta.schema.to_arrow_schema())
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            quarantine.append(record(str(f), None, f"unreadable file: {type(exc).__name__}: {exc}"))
-            continue
-        layout = layout or file_layout
-        if file_layout != layout:
-            quarantine.append(record(str(f), None, f"file has the {file_layout} layout, the recording the {layout} layout"))
-            continue
-        offset = 0
-        for g in range(meta.num_row_groups):
-            pieces.append({"file_index": len(readable), "row_group": g, "row_offset": offset})
-            offset += meta.row_group(g).num_rows
-        readable.append(str(f))
-        rows_read += meta.num_rows
-    if layout is None:
-        raise ValueError(f"none of the {len(files)} parquet files is a readable RLlib recording "
-                         f"(first problem: {quarantine[0]['reason']})")
-    report = ConversionReport(layout=layout, files=len(files), records_read=rows_read,
-                              files_unreadable=len(quarantine), output=str(Path(output).resolve()))
-
+    scan = _scan(files)
+    report = ConversionReport(layout=scan.layout, files=len(files), records_read=scan.rows,
+                              files_unreadable=len(scan.quarantine), output=str(Path(output).resolve()))
+    quarantine, readable, pieces = scan.quarantine, scan.readable, scan.pieces
     env_spec = None
-    given = observation_space is not None and action_space is not None
+    if observation_space is not None and action_space is not None:
+        report.spaces_from = "given"
     if env_id:
         env_obs, env_act, env_spec = _env_spaces(env_id)
         observation_space, action_space = observation_space or env_obs, action_space or env_act
-    readable_paths = [Path(p) for p in readable]
-    extra_columns: dict[str, dict] = {}
-    if layout == "episodes":
-        state, chunk = _first_chunk(readable_paths)
-        recorded = "recording (episode state spaces)"
-        if observation_space is None:
-            observation_space = space_from_rllib(state["_observation_space"])
-        if action_space is None:
-            action_space = space_from_rllib(state["_action_space"])
-        extra_columns = rllib_chunks.extra_specs_of(chunk)
-    else:
-        schema = pq.read_schema(readable_paths[0])
-        head = next(pq.ParquetFile(readable_paths[0]).iter_batches(batch_size=1), None)
-        first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
-        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows)
-        report.notes += notes
-        recorded = "inferred from the data"
-        if observation_space is None or action_space is None:
-            inf_obs, inf_act, notes = _infer_column_spaces(readable_paths)
-            observation_space, action_space = observation_space or inf_obs, action_space or inf_act
-            report.notes += notes
-    report.spaces_from = "given" if given else (f"env {env_id}" if env_id else recorded)
-    group = GroupSettings(observation_space, action_space, {k: v for k, v in extra_columns.items()}, max_steps_per_row)
+        report.spaces_from = report.spaces_from or f"env {env_id}"
+    group = _settings(scan, report, observation_space, action_space, max_steps_per_row)
+    layout = scan.layout
 
     if layout == "episodes":
         settings: Any = rllib_chunks.ChunkSettings(group, tuple(readable))
