@@ -176,8 +176,9 @@ def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, l
     if pa.types.is_integer(act_type):
         import ray.data
 
-        top = ray.data.from_items([{"path": str(f)} for f in files]).map_batches(
-            _max_action, batch_format="pyarrow", batch_size=1).max("max")
+        per_file = ray.data.from_items([{"path": str(f)} for f in files]).map_batches(
+            _max_action, batch_format="pyarrow", batch_size=1).take_all()  # no aggregate: it would shuffle
+        top = max((r["max"] for r in per_file if r["max"] is not None), default=0)
         act_space: gym.Space = gym.spaces.Discrete(int(top) + 1)
     else:
         a = np.asarray(first.column("actions")[0].as_py(), dtype=np.float32)
