@@ -84,6 +84,8 @@ def test_episodes_fixture_exact(shared_fixtures, tmp_path):
     assert report.layout == "episodes" and report.records_read == 90 and not report.quarantined
     assert report.spaces_from.startswith("recording")
     episodes = _check_expected(tmp_path / "out", expected)
+    starts = {ep.id: ep.t_start for ep in episodes}
+    assert all(starts[e["eps_id"]] == e["t_started_first_chunk"] for e in expected["episodes"])
     info = read_info(tmp_path / "out")
     assert info.observation_space.shape == (4,) and info.action_space.n == 2
     assert np.isinf(info.observation_space.high[1]) and info.observation_space.high[0] == np.float32(4.8)
@@ -252,3 +254,12 @@ def test_multi_agent_unpacked_columns_across_files(tmp_path):
         np.testing.assert_array_equal(ep.extras["vf_preds"], rew * 2)
         assert [json.loads(i) if isinstance(i, str) else i for i in ep.extras["infos"]] == [{"t": t} for t in range(len(rew))]
         assert (ep.terminated, ep.truncated) == (end == "terminated", end != "terminated")
+
+    # spaces given on the command line (inline JSON and a JSON file) win over inference
+    obs_json = json.dumps({"type": "Box", "dtype": "float32", "shape": [3], "low": -10, "high": 10})
+    (tmp_path / "act.json").write_text(json.dumps({"type": "Box", "dtype": "float32", "shape": [2], "low": -5, "high": 5}))
+    assert run_cli(["convert", "rllib-parquet", str(rec), "-o", str(tmp_path / "given"), "--observation-space",
+                    obs_json, "--action-space", str(tmp_path / "act.json")]) == 0
+    given = read_info(tmp_path / "given")
+    assert given.observation_space.high.tolist() == [10, 10, 10] and given.action_space.low.tolist() == [-5, -5]
+    assert given.provenance["report"]["spaces_from"] == "given"
