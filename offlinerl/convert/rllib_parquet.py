@@ -131,7 +131,10 @@ def detect_layout(schema: pa.Schema) -> str:
 
 
 def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
-    env = gym.make(env_id)
+    try:
+        env = gym.make(env_id)
+    except Exception as exc:  # gymnasium raises its own error types, or the env's import errors
+        raise ValueError(f"--env {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
     try:
         spaces = env.observation_space, env.action_space
     finally:

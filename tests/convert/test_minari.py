@@ -162,3 +162,23 @@ def test_long_episodes_stay_aligned(minari_root, tmp_path, data_format):
         np.testing.assert_array_equal(ep.actions, buf.actions)
         assert ep.episode_return == (k + 1.0) * lengths[k] and ep.terminated
     assert [len(e) for e in mds.iterate_episodes()] != list(lengths)  # the upstream bug this guards against
+
+
+def test_rllib_recording_to_minari_keeps_env_spec(shared_fixtures, minari_root, tmp_path):
+    """Real data end to end: RLlib episodes -> ours (with --env) -> Minari hdf5 -> minari.load_dataset."""
+    import minari
+
+    from offlinerl.convert.rllib_parquet import convert_rllib_parquet
+
+    ours = tmp_path / "ours"
+    convert_rllib_parquet(shared_fixtures / "rllib_newstack" / "cartpole_episodes", ours, env_id="CartPole-v1")
+    assert run_cli(["export", "minari", str(ours), "--dataset-id", "cartpole/rllib-ppo-v0"]) == 0
+    mds = minari.load_dataset("cartpole/rllib-ppo-v0")
+    assert mds.spec.env_spec.id == "CartPole-v1" and mds.recover_environment().spec.id == "CartPole-v1"
+    episodes = load_episodes(ours)
+    assert mds.total_episodes == len(episodes) == 90 and mds.total_steps == 2004
+    for ep, their in zip(episodes, mds.iterate_episodes()):
+        np.testing.assert_array_equal(ep.obs, their.observations)
+        np.testing.assert_array_equal(ep.actions, their.actions)
+        np.testing.assert_array_equal(ep.rewards, their.rewards)
+        assert bool(their.terminations[-1]) == ep.terminated and not their.truncations.any()
