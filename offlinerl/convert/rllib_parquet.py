@@ -359,7 +359,8 @@ def _write(ds, output, report: ConversionReport, quarantine: list[dict], group: 
         info = write_dataset(
             ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
             observation_space=group.observation_space, action_space=group.action_space,
-            env_id=env_id, env_spec=env_spec, extra_columns=group.extra_columns,
+            env_id=env_id, env_spec=env_spec,
+            extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
             max_steps_per_row=group.max_steps_per_row, provenance=provenance,
         )
         for f in staging.iterdir():

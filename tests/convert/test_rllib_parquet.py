@@ -263,3 +263,29 @@ def test_multi_agent_unpacked_columns_across_files(tmp_path):
     given = read_info(tmp_path / "given")
     assert given.observation_space.high.tolist() == [10, 10, 10] and given.action_space.low.tolist() == [-5, -5]
     assert given.provenance["report"]["spaces_from"] == "given"
+
+
+def test_packed_dict_observations_with_given_spaces(tmp_path):
+    """A Dict observation packed by pack() (a pickled dict of arrays) decodes with the numpy-only unpickler."""
+    import base64
+
+    import gymnasium as gym
+    import lz4.frame
+
+    def pack(value) -> str:
+        return base64.b64encode(lz4.frame.compress(pickle.dumps(value))).decode("ascii")
+
+    obs = [{"pos": np.arange(3, dtype=np.float32) + t, "key": np.int64(t % 2)} for t in range(4)]
+    rows = [{"eps_id": "d", "obs": pack(obs[t]), "new_obs": pack(obs[t + 1]), "actions": t % 2, "rewards": 0.5,
+             "terminateds": t == 2, "truncateds": False} for t in range(3)]
+    rec = tmp_path / "rec"
+    rec.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), rec / "a.parquet")
+    obs_space = gym.spaces.Dict({"pos": gym.spaces.Box(-10, 10, (3,), np.float32), "key": gym.spaces.Discrete(2)})
+    report = convert_rllib_parquet(rec, tmp_path / "out", observation_space=obs_space,
+                                   action_space=gym.spaces.Discrete(2))
+    assert report.episodes == 1 and not report.quarantined and report.spaces_from == "given"
+    (ep,) = load_episodes(tmp_path / "out")
+    np.testing.assert_array_equal(ep.obs["pos"], np.stack([o["pos"] for o in obs]))
+    np.testing.assert_array_equal(ep.obs["key"], [0, 1, 0, 1])
+    assert ep.terminated and ep.episode_return == 1.5
