@@ -24,7 +24,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert.packing import LZ4_MAGIC_B64, PackedDecodeError, safe_loads
-from offlinerl.convert.rllib_common import GroupSettings, empty_batch, fit_value, output_rows, quarantine_row, record
+from offlinerl.convert.rllib_common import (
+    GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
+)
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
@@ -357,6 +359,18 @@ def stitch_group(group: pa.Table, *, settings: StepSettings) -> pa.Table:
     last = kept[-1]
     by_recording = not (term[last] or trunc[last])
     idx = pa.array(kept, pa.int64())
+    if len(kept) <= g.max_steps_per_row:
+        return arrow_row(
+            g, episode_id=key.split("\x1f")[0], agent_id=group.column(S.AGENT_ID)[0].as_py(),
+            module_id=group.column(S.MODULE_ID)[0].as_py(),
+            obs=pa.concat_arrays([group.column(S.OBS).take(idx).combine_chunks(),
+                                  group.column("new_obs").take(pa.array([last], pa.int64())).combine_chunks()]),
+            actions=group.column(S.ACTIONS).take(idx).combine_chunks(),
+            rewards=group.column(S.REWARDS).take(idx).combine_chunks(),
+            terminated=bool(term[last]), truncated=bool(trunc[last]) or by_recording,
+            extras={name: group.column(name).take(idx).combine_chunks() for name in g.extra_columns},
+            duplicates=duplicates, by_recording=by_recording,
+        )
     obs = from_arrow(group.column(S.OBS).take(idx), g.observation_space)
     final = from_arrow(group.column("new_obs").take(pa.array([last], pa.int64())), g.observation_space)
     episode = SingleAgentEpisode(

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.arrow import list_array
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "digest",
     "record",
     "output_rows",
+    "arrow_row",
     "quarantine_row",
     "drop_internal",
 ]
@@ -136,6 +138,28 @@ def output_rows(episode: SingleAgentEpisode, settings: GroupSettings, *, duplica
     chunks = episode.split(settings.max_steps_per_row)
     table = episodes_to_table(chunks, settings.observation_space, settings.action_space, settings.extra_columns)
     return _with_internal(table, "ok", notes, duplicates, by_recording)
+
+
+def arrow_row(settings: GroupSettings, *, episode_id: str, agent_id: str | None, module_id: str | None,
+              obs: pa.Array, actions: pa.Array, rewards: pa.Array, terminated: bool, truncated: bool,
+              extras: Mapping[str, pa.Array], duplicates: int = 0, by_recording: bool = False) -> pa.Table:
+    """One episode row built straight from Arrow step values (already of the schema's value types).
+
+    The fast path for episodes that fit in one row: no round trip through numpy.
+    """
+    steps = len(actions)
+    schema = S.episode_schema(settings.observation_space, settings.action_space, settings.extra_columns)
+    columns = {
+        S.EPISODE_ID: pa.array([episode_id], pa.string()), S.CHUNK_INDEX: pa.array([0], pa.int32()),
+        S.T_START: pa.array([0], pa.int64()), S.AGENT_ID: pa.array([agent_id], pa.string()),
+        S.MODULE_ID: pa.array([module_id], pa.string()),
+        S.OBS: list_array([steps + 1], obs), S.ACTIONS: list_array([steps], actions),
+        S.REWARDS: list_array([steps], pc.cast(rewards, pa.float32(), safe=False)),
+        S.TERMINATED: pa.array([terminated]), S.TRUNCATED: pa.array([truncated]),
+        **{name: list_array([steps], values) for name, values in extras.items()},
+    }
+    table = pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return _with_internal(table, "ok", None, duplicates, by_recording)
 
 
 def quarantine_row(key: str, records: Sequence[dict], settings: GroupSettings) -> pa.Table:
