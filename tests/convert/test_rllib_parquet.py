@@ -169,6 +169,7 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
     assert T == 20 and full["observations"]["lookback"] == 0
 
     def cut(state: dict, start: int, stop: int, lookback: int) -> dict:
+        T = state["t"]
         part = dict(state, t_started=start, t=stop)
         for name in ("observations", "infos"):
             part[name] = dict(state[name], data=state[name]["data"][start - lookback: stop + 1], lookback=lookback)
@@ -189,13 +190,16 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
                                        b"data": pickle.dumps(np.array([_Evil()], dtype=object))}
     rec = tmp_path / "rec"
     rec.mkdir()
-    pq.write_table(pa.table({"item": pa.array([pack_state(second_half), items[1]], pa.binary())}), rec / "a.parquet")
+    gappy = raw_state(items[3])  # its middle chunk is missing: quarantined, not glued together
+    gap_chunks = [pack_state(cut(gappy, 0, 4, 0)), pack_state(cut(gappy, 7, gappy["t"], 2))]
+    pq.write_table(pa.table({"item": pa.array([pack_state(second_half), items[1], *gap_chunks], pa.binary())}),
+                   rec / "a.parquet")
     pq.write_table(pa.table({"item": pa.array([pack_state(first_half), items[1], pack_state(evil), b"\xc1junk"],
                                               pa.binary())}), rec / "b.parquet")
     report = convert_rllib_parquet(rec, tmp_path / "out")
 
     assert not _Evil.marker.exists()
-    assert report.records_read == 6 and report.records_quarantined == 2 and report.episodes_quarantined == 2
+    assert report.records_read == 8 and report.records_quarantined == 4 and report.episodes_quarantined == 3
     assert report.duplicate_records_dropped == 1 and report.episodes == 2
     episodes = {ep.id: ep for ep in load_episodes(tmp_path / "out")}
     original = chunk_from_state(decode_state(items[0]))
@@ -209,6 +213,7 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
     records = [json.loads(line) for line in (tmp_path / "out" / "_quarantine" / QUARANTINE_FILE).read_text().splitlines()]
     reasons = {(Path(r["file"]).name, r["row"]): r["reason"] for r in records}
     assert "object array" in reasons[("b.parquet", 2)] and ("b.parquet", 3) in reasons
+    assert "missing or overlapping chunk" in reasons[("a.parquet", 2)] == reasons[("a.parquet", 3)]
 
 
 def test_multi_agent_unpacked_columns_across_files(tmp_path):
