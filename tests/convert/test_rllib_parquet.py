@@ -17,6 +17,7 @@ from offlinerl.convert.packing import unpack
 from offlinerl.convert.rllib_msgpack import chunk_from_state, decode_state
 from offlinerl.convert.rllib_parquet import QUARANTINE_FILE, convert_rllib_parquet
 from offlinerl.episodes import load_episodes, read_info
+from offlinerl.episodes.validate import validate_dataset
 from tests.convert.helpers import pack_state, raw_state, run_cli
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -27,6 +28,8 @@ def _files(folder: Path) -> list[Path]:
 
 
 def _check_expected(out: Path, expected: dict) -> list:
+    report = validate_dataset(out)
+    assert report.ok and report.exit_code == 0, report.format()
     episodes = load_episodes(out)
     by_id = {ep.id: ep for ep in episodes}
     assert len(episodes) == expected["num_episodes"] == len(by_id)
