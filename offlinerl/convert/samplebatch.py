@@ -271,8 +271,11 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         report.multi_agent = bool(layout.policies - {None, "default_policy"}) or bool(layout.agents - {0})
         report.policies = sorted(p for p in layout.policies if p is not None)
         if layout.episodes:
-            obs_space = obs_space if obs_space is not None else infer_space(layout.obs, "observations")
-            act_space = act_space if act_space is not None else infer_space(layout.actions, "actions")
+            try:
+                obs_space = obs_space if obs_space is not None else infer_space(layout.obs, "observations")
+                act_space = act_space if act_space is not None else infer_space(layout.actions, "actions")
+            except ValueError as exc:
+                raise ConvertUsageError(f"{exc}; pass --env or --observation-space/--action-space") from exc
         elif obs_space is None or act_space is None:  # nothing to infer from
             obs_space = obs_space or gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
             act_space = act_space or gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
