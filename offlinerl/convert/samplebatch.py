@@ -222,8 +222,9 @@ def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max
 
 
 def _default_partitions(files: list[Path]) -> int:
+    """About one shuffle partition per 32 MiB of input, so a partition's share stays bounded."""
     total = sum(f.stat().st_size for f in files)
-    return max(2, min(64, total // (256 * 1024 * 1024) + 1))
+    return max(2, min(512, -(-total // (32 * 1024 * 1024))))
 
 
 def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
