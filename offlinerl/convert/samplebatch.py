@@ -277,9 +277,13 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
                 act_space = act_space if act_space is not None else infer_space(layout.actions, "actions")
             except ValueError as exc:
                 raise ConvertUsageError(f"{exc}; pass --env or --observation-space/--action-space") from exc
-        elif obs_space is None or act_space is None:  # nothing to infer from
-            obs_space = obs_space or gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
-            act_space = act_space or gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
+        elif obs_space is None or act_space is None:  # nothing to infer from: an empty placeholder, said so
+            if obs_space is None:
+                obs_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
+                report.observation_space_from = "unknown (no episode to infer it from)"
+            if act_space is None:
+                act_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
+                report.action_space_from = "unknown (no episode to infer it from)"
         extras = {name: extra_spec(stats, layout.episodes) for name, stats in layout.extras.items()}
         report.kept_columns = {n: s["dtype"] + (f"{s['shape']}" if s["shape"] else "") for n, s in extras.items()}
         rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row, report)
