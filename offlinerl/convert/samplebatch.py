@@ -34,7 +34,7 @@ from offlinerl.convert.samplebatch_files import (
     plan_ranges,
     resolve_inputs,
 )
-from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, extra_spec, infer_space
+from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
 from offlinerl.convert.samplebatch_report import ConversionReport
 from offlinerl.convert.samplebatch_stages import encode_episodes, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
@@ -195,7 +195,7 @@ def _write_quarantine(stage: Path, qdir: Path, files: list[Path], extra_records:
                                   "reason": rec["reason"], "message": rec["message"], "episode": rec["episode"]}) + "\n")
 
 
-def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max_steps: int,
+def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max_steps: int, unsquash: bool,
                     report: ConversionReport) -> tuple[list[dict[str, Any]], frozenset[str]]:
     """Second pass over the staged metadata: episodes that do not fit the spaces, and the counts."""
     rejected: list[dict[str, Any]] = []
@@ -218,6 +218,8 @@ def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max
         report.terminated += meta["terminated"]
         report.truncated += meta["truncated"]
         report.truncated_by_recording += meta["by_recording"]
+        report.observations_out_of_bounds += out_of_bounds(meta["layout"]["obs"], obs_space)
+        report.actions_out_of_bounds += not unsquash and out_of_bounds(meta["layout"]["actions"], act_space)
     return rejected, frozenset(r["key"] for r in rejected)
 
 
@@ -286,7 +288,8 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
                 report.action_space_from = "unknown (no episode to infer it from)"
         extras = {name: extra_spec(stats, layout.episodes) for name, stats in layout.extras.items()}
         report.kept_columns = {n: s["dtype"] + (f"{s['shape']}" if s["shape"] else "") for n, s in extras.items()}
-        rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row, report)
+        rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row,
+                                             config.unsquash_actions, report)
         _write_quarantine(stage, tmp / QUARANTINE_DIR, files, rejected, report)
 
         raw = tmp / ".encoded"

@@ -5,7 +5,7 @@ descriptions gathered while stitching.
 A column description (``describe``) is ``{"dtype", "shape", "f32", "min",
 "max"}`` for numeric columns (``f32``: every float64 value is exactly a
 float32, as when RLlib widened float32 arrays to JSON doubles; ``min``/``max``:
-element-wise bounds of integer columns) and ``{"dtype": "json"}`` otherwise.
+element-wise bounds, NaN ignored) and ``{"dtype": "json"}`` otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from offlinerl.episodes.schema import JSON_DTYPE
 
-__all__ = ["describe", "ColumnStats", "infer_space", "conforms", "extra_spec"]
+__all__ = ["describe", "ColumnStats", "infer_space", "conforms", "extra_spec", "out_of_bounds"]
 
 
 def describe(value: Any) -> dict[str, Any]:
@@ -31,10 +31,19 @@ def describe(value: Any) -> dict[str, Any]:
         desc["f32"] = value.dtype == np.float32 or bool(
             np.array_equal(value.astype(np.float32).astype(value.dtype), value, equal_nan=True)
         )
-    elif value.dtype.kind in "iu" and len(value):
-        desc["min"] = value.min(axis=0).tolist()
-        desc["max"] = value.max(axis=0).tolist()
+    if value.dtype.kind in "iuf" and len(value):
+        lo, hi = (np.fmin.reduce(value, axis=0), np.fmax.reduce(value, axis=0)) if value.dtype.kind == "f" else (
+            value.min(axis=0), value.max(axis=0))
+        desc["min"], desc["max"] = lo.tolist(), hi.tolist()
     return desc
+
+
+def out_of_bounds(desc: dict[str, Any], space: gym.Space) -> bool:
+    """Whether an episode's values (by their recorded min/max) leave a Box space's bounds."""
+    if not isinstance(space, gym.spaces.Box) or "min" not in desc:
+        return False
+    lo, hi = np.asarray(desc["min"], dtype=np.float64), np.asarray(desc["max"], dtype=np.float64)
+    return bool(np.any(lo < space.low) or np.any(hi > space.high))
 
 
 @dataclass
@@ -58,8 +67,10 @@ class ColumnStats:
         self.f32 = self.f32 and desc.get("f32", True)
         if "min" in desc:
             lo, hi = np.asarray(desc["min"]), np.asarray(desc["max"])
-            self.min = lo if self.min is None else np.minimum(self.min, lo)
-            self.max = hi if self.max is None else np.maximum(self.max, hi)
+            if self.min is None:
+                self.min, self.max = lo, hi
+            elif self.min.shape == lo.shape:  # other shapes are refused later by `conforms`
+                self.min, self.max = np.minimum(self.min, lo), np.maximum(self.max, hi)
 
     @property
     def numeric(self) -> bool:
@@ -77,24 +88,27 @@ class ColumnStats:
             return np.dtype(np.float32 if self.f32 and "i" not in kinds and "u" not in kinds else np.float64)
         if kinds <= {"b"}:
             return np.dtype(bool)
-        return np.dtype(np.int64)
+        return np.result_type(*(np.dtype(k) for k in self.kinds if np.dtype(k).kind in "iu"))
 
 
 def infer_space(stats: ColumnStats, what: str) -> gym.Space:
-    """A space for a column seen only in the data: Discrete/MultiDiscrete for non-negative
-    integers (n = max + 1), else a Box with the observed dtype/shape and unbounded limits."""
+    """A space for a column seen only in the data: Discrete (scalars) / MultiDiscrete (vectors) for
+    non-negative integers (n = max + 1); booleans → MultiBinary; other integers (images: uint8 or
+    more than one dimension) → a Box with the dtype's limits; floats → a Box with the observed
+    dtype/shape and unbounded limits."""
     if not stats.numeric:
         raise ValueError(f"cannot infer the {what} space: the {what} are not numeric arrays")
     dtype, shape = stats.dtype, stats.shape
-    if dtype.kind in "iub" and stats.min is not None and np.all(stats.min >= 0):
+    if dtype.kind in "iu" and stats.min is not None and np.all(stats.min >= 0):
         if shape == ():
             return gym.spaces.Discrete(int(stats.max) + 1)
-        return gym.spaces.MultiDiscrete(np.asarray(stats.max, dtype=np.int64) + 1)
+        if len(shape) == 1 and dtype != np.uint8:  # uint8 / multi-dimensional: images, a Box below
+            return gym.spaces.MultiDiscrete(np.asarray(stats.max, dtype=np.int64) + 1)
     if dtype.kind == "b":
         return gym.spaces.MultiBinary(list(shape)) if shape else gym.spaces.Discrete(2)
     if dtype.kind in "iu":
-        info = np.iinfo(np.int64)
-        return gym.spaces.Box(low=info.min, high=info.max, shape=shape, dtype=np.int64)
+        info = np.iinfo(dtype)
+        return gym.spaces.Box(low=info.min, high=info.max, shape=shape, dtype=dtype)
     return gym.spaces.Box(low=-np.inf, high=np.inf, shape=shape, dtype=dtype)
 
 

@@ -29,6 +29,8 @@ class ConversionReport:
     episode_reasons: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
     legacy_dones_lines: int = 0
+    observations_out_of_bounds: int = 0
+    actions_out_of_bounds: int = 0
     multi_agent: bool = False
     policies: list[str] = field(default_factory=list)
     observation_space_from: str = "inferred"
@@ -78,6 +80,12 @@ class ConversionReport:
         ]
         if self.legacy_dones_lines:
             lines.append(f"legacy 'dones' lines:    {self.legacy_dones_lines} (terminated/truncated inferred)")
+        if self.observations_out_of_bounds:
+            lines.append(f"warning: {self.observations_out_of_bounds} episode(s) have observations outside the "
+                         "observation space bounds")
+        if self.actions_out_of_bounds:
+            lines.append(f"warning: {self.actions_out_of_bounds} episode(s) have actions outside the action space "
+                         "bounds (recorded in RLlib's normalised space? see --unsquash-actions)")
         if self.kept_columns:
             lines.append("extra columns kept:      " + ", ".join(f"{k} ({v})" for k, v in self.kept_columns.items()))
         if self.dropped_columns:
