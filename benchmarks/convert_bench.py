@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-from offlinerl.convert.packing import LZ4_MAGIC_B64  # noqa: F401  (documents the encoding we produce)
 
 
 def _pack(array: np.ndarray) -> str:

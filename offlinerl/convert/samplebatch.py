@@ -19,7 +19,7 @@ import math
 import os
 import shutil
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -122,17 +122,19 @@ def _stage_rows(stage: Path, columns: list[str], kind: str | None = None) -> Ite
 
 @dataclass
 class _Layout:
-    obs: ColumnStats
-    actions: ColumnStats
-    extras: dict[str, ColumnStats]
+    """What the staged episodes hold, gathered from their metadata."""
+
+    obs: ColumnStats = field(default_factory=ColumnStats)
+    actions: ColumnStats = field(default_factory=ColumnStats)
+    extras: dict[str, ColumnStats] = field(default_factory=lambda: defaultdict(ColumnStats))
     episodes: int = 0
-    policies: set = None  # type: ignore[assignment]
-    agents: set = None  # type: ignore[assignment]
+    policies: set[str | None] = field(default_factory=set)
+    agents: set[int] = field(default_factory=set)
 
 
 def _scan_layout(stage: Path, report: ConversionReport) -> _Layout:
     """First pass over the staged metadata: column layouts, line stats, policies."""
-    layout = _Layout(ColumnStats(), ColumnStats(), defaultdict(ColumnStats), policies=set(), agents=set())
+    layout = _Layout()
     dropped: set[str] = set()
     for row in _stage_rows(stage, ["kind", "meta"]):
         meta = json.loads(row["meta"])
