@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["Piece", "Stitched", "StitchProblem", "stitch"]
+__all__ = ["Piece", "Stitched", "StitchProblem", "stitch", "pieces_from_steps"]
 
 
 @dataclass
@@ -118,3 +118,32 @@ def stitch(pieces: Sequence[Piece], check_obs: bool = True) -> Stitched | Stitch
         truncated_by_recording=cut,
         num_fragments=len(pieces),
     )
+
+
+def pieces_from_steps(
+    t: np.ndarray,
+    columns: dict[str, Any],
+    next_obs: np.ndarray,
+    sources: list[tuple] | None = None,
+) -> list[Piece]:
+    """Per-step rows of one episode (any order) → pieces of consecutive ``t``, ready for :func:`stitch`.
+
+    ``columns`` holds ``obs``, ``actions``, ``rewards``, ``terminated``, ``truncated``
+    and extras, one entry per row; ``next_obs`` the observation after each row's
+    step; ``sources`` a sortable origin per row (file, row), used to order rows with
+    the same ``t`` (which :func:`stitch` then reports as duplicates). Rows are
+    ordered by ``(t, source)``, never by arrival order.
+    """
+    t = np.asarray(t, dtype=np.int64)
+    sources = sources if sources is not None else [(i,) for i in range(len(t))]
+    order = np.asarray(sorted(range(len(t)), key=lambda i: (t[i], sources[i])), dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(t[order]) != 1) + 1
+    pieces = []
+    for run in np.split(order, breaks):
+        cols = {k: (v[run] if isinstance(v, np.ndarray) else [v[i] for i in run.tolist()]) for k, v in columns.items()}
+        nxt = np.asarray(next_obs)[run]
+        cols["next_obs"] = nxt[-1:]
+        obs = np.asarray(cols["obs"])
+        cont = bool(np.array_equal(nxt[:-1], obs[1:], equal_nan=obs.dtype.kind == "f"))
+        pieces.append(Piece(t_first=int(t[run[0]]), source=sources[int(run[0])], columns=cols, obs_continuous=cont))
+    return pieces

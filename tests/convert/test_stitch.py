@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offlinerl.convert.stitch import Piece, Stitched, StitchProblem, stitch
+from offlinerl.convert.stitch import Piece, Stitched, StitchProblem, pieces_from_steps, stitch
 
 OBS = np.arange(20, dtype=np.float32).reshape(10, 2)  # obs of t = 0..9 (row t), next obs of t is row t+1
 
@@ -54,3 +54,18 @@ def test_terminated_wins_when_both_flags_are_set():
     p.columns["truncated"][-1] = True
     out = stitch([p])
     assert out.terminated and not out.truncated
+
+
+def test_per_step_rows_in_any_order_stitch_by_t():
+    order = np.array([3, 0, 2, 1])
+    t = order
+    cols = {"obs": OBS[order], "actions": order.copy(), "rewards": np.ones(4), "infos": [{"t": int(i)} for i in order],
+            "terminated": order == 3, "truncated": np.zeros(4, bool)}
+    pieces = pieces_from_steps(t, cols, OBS[order + 1], sources=[(0, int(i)) for i in range(4)])
+    assert len(pieces) == 1
+    out = stitch(pieces)
+    assert isinstance(out, Stitched) and out.terminated and out.columns["actions"].tolist() == [0, 1, 2, 3]
+    np.testing.assert_array_equal(out.columns["obs"], OBS[:5])
+    assert out.columns["infos"] == [{"t": 0}, {"t": 1}, {"t": 2}, {"t": 3}]
+    dup = pieces_from_steps(np.array([0, 1, 1]), {k: v[:3] for k, v in cols.items()}, OBS[1:4])
+    assert stitch(dup).reason == "duplicate"
