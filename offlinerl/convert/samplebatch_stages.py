@@ -79,10 +79,12 @@ def read_ranges(batch: pa.Table) -> Iterator[pa.Table]:
             except LineError as exc:
                 rows.append((aux_key, "quarantine", rng.file_index, offset, -1, raw,
                              _dumps({"level": "line", "reason": exc.reason, "message": str(exc)})))
+                size += len(raw)
                 fragments = []
             except Exception as exc:  # anything unexpected in one line must not stop the conversion
                 rows.append((aux_key, "quarantine", rng.file_index, offset, -1, raw,
                              _dumps({"level": "line", "reason": "unreadable", "message": f"{type(exc).__name__}: {exc}"})))
+                size += len(raw)
                 fragments = []
             legacy += any(f.legacy_dones for f in fragments)
             for f in fragments:
