@@ -36,7 +36,7 @@ from offlinerl.convert.samplebatch_files import (
 )
 from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
 from offlinerl.convert.samplebatch_report import ConversionReport
-from offlinerl.convert.samplebatch_stages import encode_episodes, read_ranges, stitch_group
+from offlinerl.convert.samplebatch_stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError, atomic_directory
@@ -295,17 +295,23 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         _write_quarantine(stage, tmp / QUARANTINE_DIR, files, rejected, report)
 
         raw = tmp / ".encoded"
+        raw.mkdir()
+        written: list[str] = []
+        staged = sorted(str(f) for f in stage.glob("*.parquet"))
         if report.episodes:
-            ray.data.read_parquet(str(stage)).map_batches(
-                encode_episodes, batch_format="pyarrow", batch_size=64, fn_kwargs={
-                    "observation_space": json.dumps(space_to_json(obs_space)),
-                    "action_space": json.dumps(space_to_json(act_space)),
-                    "extra_columns": extras, "multi_agent": report.multi_agent,
-                    "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
-                    "excluded": excluded,
-                },
-            ).write_parquet(str(raw))
-        written = [f for f in sorted(raw.glob("*.parquet")) if pq.read_metadata(f).num_rows] if raw.exists() else []
+            layout_kwargs = {
+                "observation_space": json.dumps(space_to_json(obs_space)),
+                "action_space": json.dumps(space_to_json(act_space)),
+                "extra_columns": extras, "multi_agent": report.multi_agent,
+                "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
+                "excluded": excluded,
+            }
+            items = [{"index": i, "path": p} for i, p in enumerate(staged)]
+            encoded = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+                encode_stage_files, batch_size=1, batch_format="pyarrow",
+                fn_kwargs={"out_dir": str(raw), **layout_kwargs},
+            )
+            written = sorted(row["path"] for row in encoded.iter_rows())
         for i, f in enumerate(written):
             os.rename(f, tmp / f"part-{i:05d}.parquet")
         if not written:

@@ -7,8 +7,9 @@
 2. ``stitch_group``: after ``groupby("key")``, all fragments of one
    (policy, eps_id, agent_index) → one episode row, or quarantine rows when the
    fragments overlap, leave gaps or disagree. Other rows pass through.
-3. ``encode_episodes``: episode rows → rows of the episode parquet schema, once
-   the layout (spaces, extra columns) is known.
+3. ``encode_stage_files``: each staged file's episode rows → a parquet file of
+   the episode schema (``encode_episodes``), once the layout (spaces, extra
+   columns) is known.
 
 Every stage row has the same schema (``STAGE_SCHEMA``); per-row details travel
 as a small JSON ``meta`` text and the data as a pickle-free ``payload``.
@@ -23,6 +24,7 @@ from typing import Any, Iterator
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from offlinerl.convert.payload import decode_columns, encode_columns
 from offlinerl.convert.samplebatch_files import FileRange, iter_range_lines
@@ -33,7 +35,9 @@ from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.schema import JSON_DTYPE
 from offlinerl.episodes.spaces import space_from_json
 
-__all__ = ["STAGE_SCHEMA", "read_ranges", "stitch_group", "encode_episodes", "fragment_key", "unsquash"]
+__all__ = [
+    "STAGE_SCHEMA", "read_ranges", "stitch_group", "encode_episodes", "encode_stage_files", "fragment_key", "unsquash",
+]
 
 STAGE_SCHEMA = pa.schema([
     pa.field("key", pa.string()),
@@ -207,3 +211,29 @@ def encode_episodes(
         ep.check()
         episodes.extend(ep.split(max_steps_per_row))
     return episodes_to_table(episodes, obs_space, act_space, extra_columns)
+
+
+def encode_stage_files(batch: pa.Table, *, out_dir: str, batch_rows: int = 64, **layout: Any) -> pa.Table:
+    """Stage 3 (``map_batches``, one staged file per input row): encode and write ``out_dir/enc-<i>.parquet``.
+
+    Reads the staged file in small batches and appends row groups, so a task holds
+    ``batch_rows`` episodes at a time. Returns ``{"path", "rows"}`` per written file.
+    """
+    paths, counts = [], []
+    for index, stage_path in zip(batch.column("index").to_pylist(), batch.column("path").to_pylist()):
+        target = f"{out_dir}/enc-{index:05d}.parquet"
+        writer, rows = None, 0
+        source = pq.ParquetFile(stage_path)
+        for rb in source.iter_batches(batch_size=batch_rows, columns=["key", "kind", "payload", "meta"]):
+            table = encode_episodes(pa.Table.from_batches([rb]), **layout)
+            if table.num_rows == 0:
+                continue
+            if writer is None:
+                writer = pq.ParquetWriter(target, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+        if writer is not None:
+            writer.close()
+            paths.append(target)
+            counts.append(rows)
+    return pa.table({"path": pa.array(paths, pa.string()), "rows": pa.array(counts, pa.int64())})

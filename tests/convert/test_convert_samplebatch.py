@@ -72,6 +72,7 @@ def test_pendulum_fixture_with_env_unsquash_and_chunks(ray_session, shared_fixtu
     info, episodes, exp = check_against_expected(out, src / "expected.json")
     assert info.env_id == "Pendulum-v1" and info.num_rows == 2 * exp["num_episodes"]
     assert info.provenance["actions"].startswith("unsquashed") and info.provenance["report"]["actions_unsquashed"]
+    assert info.provenance["report"]["observations_out_of_bounds"] == info.provenance["report"]["actions_out_of_bounds"] == 0
     # actions were recorded in RLlib's normalised space; the env received clip(2a, -2, 2)
     first_line = json.loads((sorted(src.glob("output-*_0.json"))[0]).read_text().splitlines()[0])
     ep = next(e for e in episodes if e.id == str(first_line["eps_id"][0]))
