@@ -117,6 +117,13 @@ def _mem_kb(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")[:80]
+    except OSError:
+        return "?"
+
+
 class MemorySampler(threading.Thread):
     """Peak memory of this process and all its descendants (the local Ray cluster)."""
 
@@ -124,6 +131,7 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.interval, self.stop_flag = interval, threading.Event()
         self.peak_driver_rss = self.peak_total_rss = self.peak_total_pss = self.peak_worker_rss = 0
+        self.peak_worker_name = ""
 
     def sample(self) -> None:
         me = os.getpid()
@@ -134,8 +142,8 @@ class MemorySampler(threading.Thread):
             total_pss += pss
             if pid == me:
                 self.peak_driver_rss = max(self.peak_driver_rss, rss)
-            else:
-                self.peak_worker_rss = max(self.peak_worker_rss, rss)
+            elif rss > self.peak_worker_rss:
+                self.peak_worker_rss, self.peak_worker_name = rss, _name(pid)
         self.peak_total_rss = max(self.peak_total_rss, total_rss)
         self.peak_total_pss = max(self.peak_total_pss, total_pss)
 
@@ -149,6 +157,7 @@ class MemorySampler(threading.Thread):
         self.join()
         mib = 1 / 1024
         return {"peak_driver_rss_mib": self.peak_driver_rss * mib, "peak_single_ray_process_rss_mib": self.peak_worker_rss * mib,
+                "peak_single_ray_process": self.peak_worker_name,
                 "peak_total_rss_mib": self.peak_total_rss * mib, "peak_total_pss_mib": self.peak_total_pss * mib}
 
 

@@ -231,14 +231,55 @@ def _default_partitions(files: list[Path]) -> int:
     return max(2, min(512, -(-total // (32 * 1024 * 1024))))
 
 
+def _stage_episodes(files: list[Path], stage: Path, config: SampleBatchConvertConfig) -> None:
+    """Ray pass 1: byte ranges → fragments → group-by episode → stitched episodes, staged as parquet."""
+    import ray.data
+
+    ranges = plan_ranges(files, config.range_bytes)
+    parts = ray.data.from_items([asdict(r) for r in ranges], override_num_blocks=len(ranges))
+    fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow")
+    grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
+    stitched = grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs})
+    stitched.write_parquet(str(stage))
+
+
+def _choose_spaces(layout: _Layout, obs_space: gym.Space | None, act_space: gym.Space | None,
+                   report: ConversionReport) -> tuple[gym.Space, gym.Space]:
+    """The given spaces, else spaces inferred from the data (an empty placeholder, said so, if no episode)."""
+    if layout.episodes:
+        try:
+            obs_space = obs_space if obs_space is not None else infer_space(layout.obs, "observations")
+            act_space = act_space if act_space is not None else infer_space(layout.actions, "actions")
+        except ValueError as exc:
+            raise ConvertUsageError(f"{exc}; pass --env or --observation-space/--action-space") from exc
+        return obs_space, act_space
+    if obs_space is None:
+        obs_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
+        report.observation_space_from = "unknown (no episode to infer it from)"
+    if act_space is None:
+        act_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
+        report.action_space_from = "unknown (no episode to infer it from)"
+    return obs_space, act_space
+
+
+def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any]) -> list[str]:
+    """Ray pass 2: each staged file → one parquet file of the episode schema; returns their paths, sorted."""
+    import ray.data
+
+    out_dir.mkdir()
+    items = [{"index": i, "path": str(p)} for i, p in enumerate(sorted(stage.glob("*.parquet")))]
+    encoded = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        encode_stage_files, batch_size=1, batch_format="pyarrow", fn_kwargs={"out_dir": str(out_dir), **layout_kwargs},
+    )
+    return sorted(row["path"] for row in encoded.iter_rows())
+
+
 def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     """Convert legacy RLlib SampleBatch JSON recordings; returns the report (also in ``dataset.json``).
 
     Raises :class:`ConvertUsageError` for bad inputs/flags and ``OutputExistsError``
     when the output exists without ``overwrite``. Bad *data* never raises: it is quarantined.
     """
-    import ray.data
-
     from offlinerl.ray_utils import init_ray
 
     try:
@@ -263,61 +304,32 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         )
     report.actions_unsquashed = config.unsquash_actions
     init_ray()
-    ranges = plan_ranges(files, config.range_bytes)
     with atomic_directory(out, overwrite=config.overwrite) as tmp:
         stage = tmp / ".stage"
-        parts = ray.data.from_items([asdict(r) for r in ranges], override_num_blocks=len(ranges))
-        fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow")
-        grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
-        grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs}) \
-            .write_parquet(str(stage))
-
+        _stage_episodes(files, stage, config)
         layout = _scan_layout(stage, report)
         report.multi_agent = bool(layout.policies - {None, "default_policy"}) or bool(layout.agents - {0})
         report.policies = sorted(p for p in layout.policies if p is not None)
-        if layout.episodes:
-            try:
-                obs_space = obs_space if obs_space is not None else infer_space(layout.obs, "observations")
-                act_space = act_space if act_space is not None else infer_space(layout.actions, "actions")
-            except ValueError as exc:
-                raise ConvertUsageError(f"{exc}; pass --env or --observation-space/--action-space") from exc
-        elif obs_space is None or act_space is None:  # nothing to infer from: an empty placeholder, said so
-            if obs_space is None:
-                obs_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
-                report.observation_space_from = "unknown (no episode to infer it from)"
-            if act_space is None:
-                act_space = gym.spaces.Box(-np.inf, np.inf, shape=(0,), dtype=np.float32)
-                report.action_space_from = "unknown (no episode to infer it from)"
+        obs_space, act_space = _choose_spaces(layout, obs_space, act_space, report)
         extras = {name: extra_spec(stats, layout.episodes) for name, stats in layout.extras.items()}
         report.kept_columns = {n: s["dtype"] + (f"{s['shape']}" if s["shape"] else "") for n, s in extras.items()}
         rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row,
                                              config.unsquash_actions, report)
         _write_quarantine(stage, tmp / QUARANTINE_DIR, files, rejected, report)
-
-        raw = tmp / ".encoded"
-        raw.mkdir()
-        written: list[str] = []
-        staged = sorted(str(f) for f in stage.glob("*.parquet"))
-        if report.episodes:
-            layout_kwargs = {
-                "observation_space": json.dumps(space_to_json(obs_space)),
-                "action_space": json.dumps(space_to_json(act_space)),
-                "extra_columns": extras, "multi_agent": report.multi_agent,
-                "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
-                "excluded": excluded,
-            }
-            items = [{"index": i, "path": p} for i, p in enumerate(staged)]
-            encoded = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-                encode_stage_files, batch_size=1, batch_format="pyarrow",
-                fn_kwargs={"out_dir": str(raw), **layout_kwargs},
-            )
-            written = sorted(row["path"] for row in encoded.iter_rows())
+        layout_kwargs = {
+            "observation_space": json.dumps(space_to_json(obs_space)),
+            "action_space": json.dumps(space_to_json(act_space)),
+            "extra_columns": extras, "multi_agent": report.multi_agent,
+            "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
+            "excluded": excluded,
+        }
+        written = _encode_staged(stage, tmp / ".encoded", layout_kwargs) if report.episodes else []
         for i, f in enumerate(written):
             os.rename(f, tmp / f"part-{i:05d}.parquet")
         if not written:
             pq.write_table(episodes_to_table([], obs_space, act_space, extras), tmp / "part-00000.parquet")
-        shutil.rmtree(raw, ignore_errors=True)
-        shutil.rmtree(stage)
+        shutil.rmtree(tmp / ".encoded", ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
 
         provenance = {
             "converter": "offlinerl convert samplebatch",
