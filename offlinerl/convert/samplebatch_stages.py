@@ -135,6 +135,15 @@ def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
         ]
         return _table(rows)
     cols = result.columns
+    problem = _non_finite(cols, result.t_start)
+    if problem is not None:
+        return _table([
+            (key, "quarantine", p.source[0], p.source[1], p.t_first, b"", _dumps({
+                "level": "episode", "reason": "non_finite", "message": problem,
+                "episode": {**ident, "t_first": p.t_first, "t_last": p.t_stop - 1}, "steps": p.length,
+            }))
+            for p in sorted(pieces, key=lambda p: (p.t_first, p.source))
+        ])
     layout = {"obs": describe(cols["obs"]), "actions": describe(cols["actions"]),
               "extras": {k: describe(v) for k, v in cols.items() if k not in ("obs", "actions", "rewards")}}
     meta = {**ident, "t_start": result.t_start, "steps": len(cols["rewards"]), "terminated": result.terminated,
@@ -142,6 +151,24 @@ def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
             "fragments": result.num_fragments, "layout": layout}
     src = min(p.source for p in pieces)
     return _table([(key, "episode", src[0], src[1], result.t_start, encode_columns(cols), _dumps(meta))])
+
+
+def _non_finite(cols: dict[str, Any], t_start: int) -> str | None:
+    """Why an episode cannot be trained on as stored (NaN/inf rewards, NaN observations or actions), or None."""
+    checks = (("rewards", ~np.isfinite(np.asarray(cols["rewards"], dtype=np.float64))),
+              ("obs", _nan_rows(cols["obs"])), ("actions", _nan_rows(cols["actions"])))
+    for name, bad in checks:
+        if bad.any():
+            t = t_start + int(np.flatnonzero(bad)[0])
+            return f"{name} at t={t} is not finite ({int(bad.sum())} step(s)); NaN was recorded (NaN token or \"null\")"
+    return None
+
+
+def _nan_rows(values: Any) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind != "f":
+        return np.zeros(len(arr), dtype=bool)
+    return np.isnan(arr.reshape(len(arr), -1)).any(axis=1)
 
 
 @functools.lru_cache(maxsize=16)

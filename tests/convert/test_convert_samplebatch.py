@@ -86,9 +86,12 @@ def messy_recording(root, marker):
     a = root / "output-2026-01-01_00-00-00_worker-0_2.json"
     b = root / "output-2026-01-01_00-00-01_worker-0_10.json.gz"
     c = root / "output-2026-01-01_00-00-02_worker-1_0.json"
-    nan_cols = batch(40, 0, 3, end="terminated")
+    nan_cols = batch(40, 0, 3, end="terminated")  # NaN in obs and rewards: cannot be trained on → quarantined
     nan_cols["obs"][1][0] = nan_cols["new_obs"][0][0] = float("nan")
     nan_cols["rewards"][1] = "null"
+    nan_extra = batch(41, 0, 2, end="terminated")  # NaN only in an extra column: kept
+    nan_extra["action_logp"] = [float("nan"), "null"]
+    nan_cols = merge(nan_cols, nan_extra)
     bad_b64 = json.loads(sample_batch_line(batch(50, 0, 2, end="terminated")))
     bad_b64["obs"] = "BCJNGG!!not base64!!"
     evil = json.loads(sample_batch_line(batch(51, 0, 2, end="terminated")))
@@ -135,11 +138,11 @@ def test_messy_recording_quarantines_and_reports_exactly(ray_session, tmp_path, 
     report = info.provenance["report"]
     assert report["files"] == 3 and report["lines_read"] == 11
     assert report["line_reasons"] == {"bad_json": 1, "bad_base64": 1, "refused_pickle": 1, "inconsistent_lengths": 1}
-    assert report["duplicates"] == 1 and report["episode_reasons"] == {"duplicate": 1}
+    assert report["duplicates"] == 1 and report["episode_reasons"] == {"duplicate": 1, "non_finite": 1}
     assert report["truncated_by_recording"] == 1 and report["legacy_dones_lines"] == 2
     assert report["observation_space_from"] == "inferred" and info.action_space.n == 3
     episodes = {e.id: e for e in load_episodes(out)}
-    assert sorted(episodes) == sorted(["30", "40", "60", "70", "71", str(BIG_ID)])
+    assert sorted(episodes) == sorted(["30", "41", "60", "70", "71", str(BIG_ID)])
     big = episodes[str(BIG_ID)]
     assert len(big) == 8 and big.terminated and len(big.obs) == 9  # stitched across files, final obs from new_obs
     np.testing.assert_array_equal(big.obs, np.asarray(batch(BIG_ID, 0, 8)["obs"] + [batch(BIG_ID, 0, 8)["new_obs"][-1]], dtype=np.float32))
@@ -147,9 +150,9 @@ def test_messy_recording_quarantines_and_reports_exactly(ray_session, tmp_path, 
     assert episodes["60"].truncated and not episodes["60"].terminated
     assert episodes["70"].truncated and not episodes["70"].terminated  # dones + TimeLimit.truncated
     assert episodes["71"].terminated and not episodes["71"].truncated
-    assert np.isnan(episodes["40"].obs[1, 0]) and np.isnan(episodes["40"].rewards[1])
+    assert np.isnan(episodes["41"].extras["action_logp"]).all()  # NaN token and "null" both read as NaN
     np.testing.assert_array_equal(episodes["30"].extras["action_logp"], np.float32(batch(30, 0, 4)["action_logp"]))
-    assert info.num_steps == sum(len(e) for e in episodes.values()) == 8 + 4 + 3 + 4 + 3 + 2
+    assert info.num_steps == sum(len(e) for e in episodes.values()) == 8 + 4 + 2 + 4 + 3 + 2
     assert [p.name for p in parquet_files(out)] and not list((out / "_quarantine").glob("*.parquet"))
     records = [json.loads(x) for x in (out / "_quarantine" / "quarantine.jsonl").read_text().splitlines()]
     where = {(os.path.basename(r["file"]), r["line"], r["reason"]) for r in records}
@@ -160,6 +163,7 @@ def test_messy_recording_quarantines_and_reports_exactly(ray_session, tmp_path, 
         ("output-2026-01-01_00-00-01_worker-0_10.json.gz", 4, "refused_pickle"),
         ("output-2026-01-01_00-00-00_worker-0_2.json", 1, "duplicate"),
         ("output-2026-01-01_00-00-01_worker-0_10.json.gz", 5, "duplicate"),
+        ("output-2026-01-01_00-00-01_worker-0_10.json.gz", 2, "non_finite"),
     }
     assert all(r["raw"] for r in records if r["level"] == "line")
     # the output exists: refused without --overwrite (usage error), untouched
