@@ -46,6 +46,8 @@ __all__ = ["SampleBatchConvertConfig", "ConversionReport", "ConvertUsageError", 
 
 #: Sub-directory of the output holding ``quarantine.jsonl`` (readers only glob top-level ``*.parquet``).
 QUARANTINE_DIR = "_quarantine"
+#: Staged episodes per parquet row group: bounds what one encode task reads at once.
+_STAGE_ROW_GROUP = 128
 _UNSQUASH_FORMULA = "clip(low + (a + 1) * (high - low) / 2, low, high)"
 
 
@@ -240,7 +242,8 @@ def _stage_episodes(files: list[Path], stage: Path, config: SampleBatchConvertCo
     fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow")
     grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
     stitched = grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs})
-    stitched.write_parquet(str(stage))
+    # Without row_group_size every group's output becomes its own row group (thousands per file).
+    stitched.write_parquet(str(stage), row_group_size=_STAGE_ROW_GROUP)
 
 
 def _choose_spaces(layout: _Layout, obs_space: gym.Space | None, act_space: gym.Space | None,
