@@ -104,6 +104,17 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _anon_kb(pid: int) -> int:
+    """Private (anonymous) resident memory: RSS without shared object-store and file pages."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _mem_kb(pid: int) -> tuple[int, int]:
     rss = pss = 0
     try:
@@ -131,7 +142,8 @@ class MemorySampler(threading.Thread):
         super().__init__(daemon=True)
         self.interval, self.stop_flag = interval, threading.Event()
         self.peak_driver_rss = self.peak_total_rss = self.peak_total_pss = self.peak_worker_rss = 0
-        self.peak_worker_name = ""
+        self.peak_worker_name = self.peak_worker_anon_name = ""
+        self.peak_worker_anon = 0
 
     def sample(self) -> None:
         me = os.getpid()
@@ -142,8 +154,12 @@ class MemorySampler(threading.Thread):
             total_pss += pss
             if pid == me:
                 self.peak_driver_rss = max(self.peak_driver_rss, rss)
-            elif rss > self.peak_worker_rss:
-                self.peak_worker_rss, self.peak_worker_name = rss, _name(pid)
+            else:
+                if rss > self.peak_worker_rss:
+                    self.peak_worker_rss, self.peak_worker_name = rss, _name(pid)
+                anon = _anon_kb(pid)
+                if anon > self.peak_worker_anon:
+                    self.peak_worker_anon, self.peak_worker_anon_name = anon, _name(pid)
         self.peak_total_rss = max(self.peak_total_rss, total_rss)
         self.peak_total_pss = max(self.peak_total_pss, total_pss)
 
@@ -158,6 +174,8 @@ class MemorySampler(threading.Thread):
         mib = 1 / 1024
         return {"peak_driver_rss_mib": self.peak_driver_rss * mib, "peak_single_ray_process_rss_mib": self.peak_worker_rss * mib,
                 "peak_single_ray_process": self.peak_worker_name,
+                "peak_single_ray_process_private_mib": self.peak_worker_anon * mib,
+                "peak_single_ray_process_private": self.peak_worker_anon_name,
                 "peak_total_rss_mib": self.peak_total_rss * mib, "peak_total_pss_mib": self.peak_total_pss * mib}
 
 
