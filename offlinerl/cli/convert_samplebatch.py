@@ -77,10 +77,10 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
             check_obs=not args.no_obs_check,
+            progress=sys.stderr.isatty(),
         )
     except ValueError as exc:
         return _usage_error(exc)
-    _start_ray()
     try:
         report = convert_samplebatch(config)
     except (ConvertUsageError, OutputExistsError) as exc:
@@ -99,12 +99,3 @@ def run(args: argparse.Namespace) -> int:
 def _usage_error(exc: Exception) -> int:
     print(f"offlinerl convert samplebatch: error: {exc}", file=sys.stderr)
     return 2
-
-
-def _start_ray() -> None:
-    import ray.data
-
-    from offlinerl.ray_utils import init_ray
-
-    init_ray()
-    ray.data.DataContext.get_current().enable_progress_bars = sys.stderr.isatty()

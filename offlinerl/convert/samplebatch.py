@@ -81,6 +81,8 @@ class SampleBatchConvertConfig:
     """Uncompressed files larger than this are read in parallel byte ranges of this size."""
     num_partitions: int | None = None
     """Partitions of the episode group-by shuffle (default: from the input size)."""
+    progress: bool | None = None
+    """Show Ray Data progress bars (None: leave Ray Data's setting as it is)."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -283,6 +285,8 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     Raises :class:`ConvertUsageError` for bad inputs/flags and ``OutputExistsError``
     when the output exists without ``overwrite``. Bad *data* never raises: it is quarantined.
     """
+    import ray.data
+
     from offlinerl.ray_utils import init_ray
 
     try:
@@ -300,6 +304,11 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     else:
         report.observation_space_from = "given" if obs_space is not None else "inferred"
         report.action_space_from = "given" if act_space is not None else "inferred"
+    for what, space in (("observation", obs_space), ("action", act_space)):
+        if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):
+            raise ConvertUsageError(
+                f"{what} space {space}: legacy recordings hold flattened arrays; give the flattened Box instead"
+            )
     if config.unsquash_actions and not _is_bounded_box(act_space):
         raise ConvertUsageError(
             "--unsquash-actions needs a bounded Box action space from --env or --action-space "
@@ -307,6 +316,8 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         )
     report.actions_unsquashed = config.unsquash_actions
     init_ray()
+    if config.progress is not None:
+        ray.data.DataContext.get_current().enable_progress_bars = config.progress
     with atomic_directory(out, overwrite=config.overwrite) as tmp:
         stage = tmp / ".stage"
         _stage_episodes(files, stage, config)

@@ -199,6 +199,8 @@ def test_usage_errors_exit_two(tmp_path):
     assert cli(str(src), "-o", str(tmp_path / "ds"), "--env", "CartPole-v1", "--action-space", '{"type": "Discrete", "n": 2}') == 2
     assert cli(str(src), "-o", str(tmp_path / "ds"), "--unsquash-actions") == 2
     assert cli(str(src), "-o", str(tmp_path / "ds"), "--action-space", "{bad") == 2
+    tuple_space = '{"type": "Tuple", "subspaces": [{"type": "Discrete", "n": 2}]}'
+    assert cli(str(src), "-o", str(tmp_path / "ds"), "--action-space", tuple_space) == 2
     assert not (tmp_path / "ds").exists()
     with pytest.raises(SystemExit) as err:
         cli(str(src))  # -o missing
