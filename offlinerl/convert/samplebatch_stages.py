@@ -80,23 +80,21 @@ def read_ranges(batch: pa.Table) -> Iterator[pa.Table]:
             lines += 1
             try:
                 fragments = parse_line(raw)
-            except LineError as exc:
-                rows.append((aux_key, "quarantine", rng.file_index, offset, -1, raw,
-                             _dumps({"level": "line", "reason": exc.reason, "message": str(exc)})))
-                size += len(raw)
+                new_rows = [
+                    (fragment_key(f.policy, f.eps_id, f.agent_index), "fragment", rng.file_index, offset, f.t_first,
+                     encode_columns(f.columns),
+                     _dumps({"policy": f.policy, "eps_id": f.eps_id, "agent": f.agent_index, "cont": f.obs_continuous}))
+                    for f in fragments
+                ]
+            except Exception as exc:  # anything wrong with one line must not stop the conversion
+                reason = exc.reason if isinstance(exc, LineError) else "unreadable"
+                message = str(exc) if isinstance(exc, LineError) else f"{type(exc).__name__}: {exc}"
                 fragments = []
-            except Exception as exc:  # anything unexpected in one line must not stop the conversion
-                rows.append((aux_key, "quarantine", rng.file_index, offset, -1, raw,
-                             _dumps({"level": "line", "reason": "unreadable", "message": f"{type(exc).__name__}: {exc}"})))
-                size += len(raw)
-                fragments = []
+                new_rows = [(aux_key, "quarantine", rng.file_index, offset, -1, raw,
+                             _dumps({"level": "line", "reason": reason, "message": message}))]
+            rows.extend(new_rows)
+            size += sum(len(r[5]) for r in new_rows)
             legacy += any(f.legacy_dones for f in fragments)
-            for f in fragments:
-                payload = encode_columns(f.columns)
-                size += len(payload)
-                meta = {"policy": f.policy, "eps_id": f.eps_id, "agent": f.agent_index, "cont": f.obs_continuous}
-                rows.append((fragment_key(f.policy, f.eps_id, f.agent_index), "fragment", rng.file_index, offset,
-                             f.t_first, payload, _dumps(meta)))
             for f in fragments:
                 dropped.update(f.dropped)
             if size >= _FLUSH_BYTES or len(rows) >= _FLUSH_ROWS:
@@ -124,33 +122,34 @@ def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
     first = metas[0]
     ident = {"policy": first["policy"], "eps_id": first["eps_id"], "agent": first["agent"]}
     key = group.column("key")[0].as_py()
-    result = stitch(pieces, check_obs=check_obs)
-    if not isinstance(result, Stitched):
-        rows = [
-            (key, "quarantine", p.source[0], p.source[1], p.t_first, b"", _dumps({
-                "level": "episode", "reason": result.reason, "message": result.message,
-                "episode": {**ident, "t_first": p.t_first, "t_last": p.t_stop - 1}, "steps": p.length,
-            }))
-            for p in sorted(pieces, key=lambda p: (p.t_first, p.source))
-        ]
-        return _table(rows)
-    cols = result.columns
-    problem = _non_finite(cols, result.t_start)
-    if problem is not None:
+
+    def quarantined(reason: str, message: str) -> pa.Table:
         return _table([
             (key, "quarantine", p.source[0], p.source[1], p.t_first, b"", _dumps({
-                "level": "episode", "reason": "non_finite", "message": problem,
+                "level": "episode", "reason": reason, "message": message,
                 "episode": {**ident, "t_first": p.t_first, "t_last": p.t_stop - 1}, "steps": p.length,
             }))
             for p in sorted(pieces, key=lambda p: (p.t_first, p.source))
         ])
-    layout = {"obs": describe(cols["obs"]), "actions": describe(cols["actions"]),
-              "extras": {k: describe(v) for k, v in cols.items() if k not in ("obs", "actions", "rewards")}}
+
+    try:
+        result = stitch(pieces, check_obs=check_obs)
+        if not isinstance(result, Stitched):
+            return quarantined(result.reason, result.message)
+        cols = result.columns
+        problem = _non_finite(cols, result.t_start)
+        if problem is not None:
+            return quarantined("non_finite", problem)
+        layout = {"obs": describe(cols["obs"]), "actions": describe(cols["actions"]),
+                  "extras": {k: describe(v) for k, v in cols.items() if k not in ("obs", "actions", "rewards")}}
+        payload = encode_columns(cols)
+    except Exception as exc:  # e.g. fragments whose observations have different shapes
+        return quarantined("unstitchable", f"{type(exc).__name__}: {exc}")
     meta = {**ident, "t_start": result.t_start, "steps": len(cols["rewards"]), "terminated": result.terminated,
             "truncated": result.truncated, "by_recording": result.truncated_by_recording,
             "fragments": result.num_fragments, "layout": layout}
     src = min(p.source for p in pieces)
-    return _table([(key, "episode", src[0], src[1], result.t_start, encode_columns(cols), _dumps(meta))])
+    return _table([(key, "episode", src[0], src[1], result.t_start, payload, _dumps(meta))])
 
 
 def _non_finite(cols: dict[str, Any], t_start: int) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 
 import numpy as np
 import pytest
@@ -100,7 +99,6 @@ def test_packed_pickle_that_runs_a_command_is_refused_and_nothing_runs(tmp_path)
         parse_line(json.dumps({"type": "SampleBatch", **cols}))
     assert err.value.reason == "refused_pickle" and "system" in str(err.value)
     assert not marker.exists()
-    pickle.loads(pickle.dumps(1))  # the real unpickler is untouched
 
 
 def test_payload_round_trip_is_exact():
