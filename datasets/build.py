@@ -51,6 +51,7 @@ from scripted_policies import (  # noqa: E402
     EnergySwingUp,
     EpsilonGreedy,
     GaussianNoise,
+    Guarded,
     LinearStateFeedback,
     LinearSwitch,
     UniformRandom,
@@ -105,8 +106,10 @@ def _cartpole_levels() -> tuple[Level, ...]:
     return (
         Level("expert", 20, lambda env: EpsilonGreedy(tuned, 0.05, 2),
               "full-state linear feedback, ε = 0.05"),
-        Level("medium", 110, lambda env: EpsilonGreedy(drifting, 0.1, 2),
+        Level("medium", 80, lambda env: EpsilonGreedy(drifting, 0.1, 2),
               "pole angle + angular velocity feedback only, with a rightward bias (the cart drifts off the track), ε = 0.1"),
+        Level("recovering", 30, lambda env: EpsilonGreedy(Guarded(drifting, tuned, 1.0), 0.1, 2),
+              "the biased controller, with the full-state one taking over beyond |x| > 1, ε = 0.1"),
         Level("poor", 60, lambda env: EpsilonGreedy(drifting, 0.5, 2),
               "the same biased controller, ε = 0.5"),
         Level("random", 60, lambda env: UniformRandom(env.action_space), "uniformly random actions"),
@@ -161,8 +164,10 @@ RECIPES: dict[str, Recipe] = {
             "cartpole-mixed", "CartPole-v1", 1000, _cartpole_levels(), "expert",
             "CartPole-v1 (time limit 500 → truncated; the pole falling or the cart leaving the track → "
             "terminated). The expert balances for the full 500 steps; the medium and poor levels keep the "
-            "pole up but drift off the track, so imitation of the whole mix follows the drifting majority "
-            "while the expert's actions are there to be found.",
+            "pole up but steer with a bias, so the cart drifts off the track; the recovering level drifts "
+            "the same way until the expert's controller takes over beyond |x| > 1 and brings the cart "
+            "back. Imitation of the whole mix follows the drifting majority; the recovering episodes show "
+            "what to do once drifted, with returns that say it pays.",
         ),
         Recipe(
             "pendulum-mixed", "Pendulum-v1", 2000, _pendulum_levels(), "expert",
@@ -346,7 +351,8 @@ def render_readme(recipe: Recipe, card: dict[str, Any], command: str) -> str:
         "Episode ids are `<level>-<k>`.",
         "",
         "Files: `dataset.json` + `part-*.parquet` are the episode dataset; `card.json` and this README are "
-        "extra files that readers ignore.",
+        "extra files that readers ignore. What BC, MARWIL and IQL reach on this data in a small reference "
+        "loop: `datasets/README.md` (learnability check).",
         "",
     ]
     return "\n".join(lines)

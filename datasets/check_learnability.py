@@ -183,7 +183,7 @@ def train(method: str, data: dict, info, updates: int, hidden: int, seed: int, b
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name")
+    parser.add_argument("name", help="a dataset under datasets/, or a dataset directory")
     parser.add_argument("--methods", nargs="+", default=["bc", "bc-best", "marwil", "iql"])
     parser.add_argument("--updates", type=int, default=5000)
     parser.add_argument("--hidden", type=int, default=256)
@@ -193,7 +193,7 @@ def main() -> int:
     parser.add_argument("--output", default=str(HERE / "LEARNABILITY.jsonl"), help="JSON lines appended here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    path = HERE / args.name
+    path = Path(args.name) if Path(args.name).is_dir() else HERE / args.name
     info, card = read_info(path), load_card(path)
     data = transitions(path)
     best_level = card["levels"][card["best_level"]]["index"]

@@ -8,6 +8,7 @@ behaviour level" anchor of a dataset card.
 
 Controllers (deterministic, noise-free):
 - ``LinearSwitch``: CartPole bang-bang controller, push right iff ``k·s + b > 0``.
+- ``Guarded``: CartPole, one controller near the centre and another far from it.
 - ``EnergySwingUp``: Pendulum energy pumping far from upright, PD balance near it.
 - ``LinearStateFeedback``: InvertedDoublePendulum cart, u = −K·[x, θ1, θ2, ẋ, θ̇1, θ̇2] + b,
   with K from ``double_pendulum_lqr_gains`` (discrete LQR on a finite-difference
@@ -37,6 +38,7 @@ __all__ = [
     "BehaviorPolicy",
     "Controller",
     "LinearSwitch",
+    "Guarded",
     "EnergySwingUp",
     "LinearStateFeedback",
     "double_pendulum_lqr_gains",
@@ -81,6 +83,25 @@ class LinearSwitch:
 
     def describe(self) -> dict[str, Any]:
         return {"controller": "linear_switch", "gains": list(self.gains), "bias": self.bias}
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """CartPole: ``base`` while the cart is within ``x_limit`` of the centre, ``recovery`` beyond it."""
+
+    base: LinearSwitch
+    """The controller used near the centre."""
+    recovery: LinearSwitch
+    """The controller that takes over far from the centre."""
+    x_limit: float
+    """Distance of the cart from the centre beyond which ``recovery`` acts."""
+
+    def __call__(self, obs: np.ndarray) -> int:
+        return self.recovery(obs) if abs(float(obs[0])) > self.x_limit else self.base(obs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": "guarded", "base": self.base.describe(), "recovery": self.recovery.describe(),
+                "x_limit": self.x_limit}
 
 
 @dataclass(frozen=True)
