@@ -21,8 +21,8 @@ Episode ids are ``<level name>-<k>``.
 
 Besides ``dataset.json`` + ``part-*.parquet`` each dataset directory holds
 ``card.json`` (machine-readable counts, per-level returns and the two anchors
-of the normalised score) and ``README.md`` (the same for people). Both are
-written inside the same atomic directory as the data.
+of the normalised score) and ``README.md`` (the same for people), both made by
+``dataset_cards.py`` and written inside the same atomic directory as the data.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def _cartpole_levels() -> tuple[Level, ...]:
         Level("expert", 20, lambda env: EpsilonGreedy(tuned, 0.05, 2),
               "full-state linear feedback, ε = 0.05"),
         Level("medium", 80, lambda env: EpsilonGreedy(drifting, 0.1, 2),
-              "pole angle + angular velocity feedback only, with a rightward bias (the cart drifts off the track), ε = 0.1"),
+              "pole angle + angular velocity feedback only, with a rightward bias "
+              "(the cart drifts off the track), ε = 0.1"),
         Level("recovering", 30, lambda env: EpsilonGreedy(Guarded(drifting, tuned, 1.0), 0.1, 2),
               "the biased controller, with the full-state one taking over beyond |x| > 1, ε = 0.1"),
         Level("poor", 60, lambda env: EpsilonGreedy(drifting, 0.5, 2),

@@ -6,7 +6,7 @@ A deliberately small, self-contained PyTorch loop (not the offlinerl training
 stack): behaviour cloning of the whole mix, BC of the best level alone,
 MARWIL (advantage-weighted BC with Monte-Carlo returns, β = 1) and IQL, each
 evaluated with its deterministic policy in the real env. The numbers are
-normalised with the dataset card and appended to datasets/LEARNABILITY.md.
+normalised with the dataset card, printed, and appended to runs/learnability.jsonl.
 They say what the data allows, not what offlinerl's algorithms reach.
 """
 
@@ -190,7 +190,8 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--output", default=str(HERE / "LEARNABILITY.jsonl"), help="JSON lines appended here")
+    parser.add_argument("--output", default=str(HERE.parent / "runs" / "learnability.jsonl"),
+                        help="JSON lines are appended here (default: %(default)s)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     path = Path(args.name) if Path(args.name).is_dir() else HERE / args.name
@@ -212,6 +213,7 @@ def main() -> int:
                "score_std": float(np.std(scores)), "seconds": round(time.time() - start, 1)}
         rows.append(row)
         print(json.dumps(row), flush=True)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     with open(args.output, "a") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")

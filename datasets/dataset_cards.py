@@ -26,7 +26,9 @@ ANCHOR_EPISODES = 100
 ANCHOR_SEED_OFFSET = 1_000_000
 
 
-def evaluate(env: gym.Env, act: Callable[[np.ndarray, np.random.Generator], Any], episodes: int, seed: int) -> list[float]:
+def evaluate(
+    env: gym.Env, act: Callable[[np.ndarray, np.random.Generator], Any], episodes: int, seed: int
+) -> list[float]:
     """Returns of ``episodes`` episodes of ``act`` (reset seeds ``seed``, ``seed + 1``, …)."""
     returns = []
     for i in range(episodes):
@@ -73,10 +75,10 @@ def make_card(recipe: Any, episodes: Sequence[SingleAgentEpisode], anchors: dict
         "levels": levels,
         **anchors,
     }
-    card["return_mean_normalized"] = normalized_score(card["return_mean"], anchors["random_return"], anchors["best_return"])
+    anchor_values = (anchors["random_return"], anchors["best_return"])
+    card["return_mean_normalized"] = normalized_score(card["return_mean"], *anchor_values)
     for stats in levels.values():
-        stats["return_mean_normalized"] = normalized_score(stats["return_mean"], anchors["random_return"],
-                                                     anchors["best_return"])
+        stats["return_mean_normalized"] = normalized_score(stats["return_mean"], *anchor_values)
     return card
 
 
@@ -123,7 +125,8 @@ def render_readme(recipe: Any, card: dict[str, Any], command: str) -> str:
     for name, lv in card["levels"].items():
         lines.append(
             f"| {name} | {lv['note']} | {lv['episodes']} | {lv['steps']} | "
-            f"{100 * lv['steps'] / card['num_steps']:.0f}% | {lv['return_mean']:.1f} | {lv['return_mean_normalized']:.1f} |"
+            f"{100 * lv['steps'] / card['num_steps']:.0f}% | {lv['return_mean']:.1f} | "
+            f"{lv['return_mean_normalized']:.1f} |"
         )
     lines += [
         "",
