@@ -39,9 +39,12 @@ class RunningMeanStd:
 
     def update(self, x: np.ndarray) -> None:
         x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-        if len(x) == 0:
-            return
-        n, mean, var = len(x), x.mean(0), x.var(0)
+        if len(x) > 0:
+            self.merge(len(x), x.mean(0), x.var(0))
+
+    def merge(self, n: int, mean: np.ndarray, var: np.ndarray) -> None:
+        """Add the moments of ``n`` more rows."""
+        mean, var = np.asarray(mean, dtype=np.float64).reshape(-1), np.asarray(var, dtype=np.float64).reshape(-1)
         if self.count == 0 or self.mean is None:
             self.count, self.mean, self.var = n, mean, var
             return
@@ -82,6 +85,11 @@ class NormalizeObservations(ConnectorV2):
     def fit(self, x: np.ndarray) -> None:
         """Add ``[N, D]`` flattened observations to the statistics."""
         self.stats.update(x)
+        self._cache = None
+
+    def fit_moments(self, n: int, mean: np.ndarray, var: np.ndarray) -> None:
+        """Add precomputed moments of ``n`` rows (e.g. one Ray Data block)."""
+        self.stats.merge(n, mean, var)
         self._cache = None
 
     def _coeffs(self) -> tuple[np.ndarray, np.ndarray]:
