@@ -70,10 +70,12 @@ class TanhGaussian(Distribution):
     Log-density in env units (change of variables):
     ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``, computed stably as
     ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``.
-    ``log_prob`` of given actions clamps them just inside the bounds first.
+    ``log_prob`` of given actions clamps them to ``(1 - eps)`` of the half-range first, so
+    data actions recorded exactly at a bound (clipped torques) stay finite and do not
+    dominate a likelihood loss.
     """
 
-    def __init__(self, dist_inputs: torch.Tensor, low: torch.Tensor, high: torch.Tensor, eps: float = 1e-6) -> None:
+    def __init__(self, dist_inputs: torch.Tensor, low: torch.Tensor, high: torch.Tensor, eps: float = 1e-3) -> None:
         mean, log_std = dist_inputs.chunk(2, dim=-1)
         self.mean = mean  # [B, A]
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)  # [B, A]
