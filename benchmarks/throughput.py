@@ -36,18 +36,19 @@ def _mlp(i, o, hidden):
     return nn.Sequential(*layers, nn.Linear(d, o))
 
 
-def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch_size: int, lr: float):
-    """Returns a function running n updates. Data: obs [N, D], actions [N, A], returns_to_go [N]."""
+def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch_size: int, lr: float, device="cpu"):
+    """Returns a function running n updates. Data: obs [N, D], actions [N, A], returns_to_go [N] (on ``device``)."""
     obs, act, rtg = data["obs"], data["actions"], data["returns_to_go"]
     n, d, a = len(obs), obs.shape[1], act.shape[1]
     torch.manual_seed(0)
-    pi = _mlp(d, 2 * a, hidden)
-    vf = _mlp(d, 1, hidden) if algo == "marwil" else None
+    pi = _mlp(d, 2 * a, hidden).to(device)
+    vf = _mlp(d, 1, hidden).to(device) if algo == "marwil" else None
+    low, high = low.to(device), high.to(device)
     params = list(pi.parameters()) + (list(vf.parameters()) if vf else [])
     opt = torch.optim.Adam(params, lr=lr)
     center, scale = (high + low) / 2, (high - low) / 2
-    gen = torch.Generator().manual_seed(0)
-    c2 = torch.tensor(100.0)
+    gen = torch.Generator(device=device).manual_seed(0)
+    c2 = torch.tensor(100.0, device=device)
 
     def logp(inputs, actions):
         mean, log_std = inputs.chunk(2, -1)
@@ -61,7 +62,7 @@ def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch
     def run(updates: int) -> None:
         nonlocal c2
         for _ in range(updates):
-            idx = torch.randint(n, (batch_size,), generator=gen)
+            idx = torch.randint(n, (batch_size,), generator=gen, device=device)
             o, ac = obs[idx], act[idx]
             lp = logp(pi(o), ac)
             if vf is None:
