@@ -43,11 +43,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(r: dict) -> str:
-    lines = [
-        f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s ({r['updates_per_s']:.0f} updates/s)",
-        f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
-        f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}",
-    ]
+    lines = [f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s "
+             f"({r['updates_per_s']:.0f} updates/s)"]
+    if r["final_eval_return"] is None:
+        lines.append("no evaluation (several modules: a multi-agent dataset)")
+    else:
+        lines.append(f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
+                     f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}")
     if "final_eval_normalized_score" in r:
         lines.append(f"normalised score (0 = random, 100 = best in dataset): final {r['final_eval_normalized_score']:.1f}, "
                      f"best {r['best_eval_normalized_score']:.1f}")
