@@ -68,6 +68,8 @@ class EnvRunner:
         worker_index: int = 0,
         incarnation: int = 0,
     ) -> None:
+        if worker_index > 0:  # a Ray actor of an EnvRunnerGroup: stay within its CPU share
+            torch.set_num_threads(config.torch_threads)
         self.config = config
         self.worker_index = worker_index
         self.incarnation = incarnation
@@ -122,6 +124,8 @@ class EnvRunner:
     def reset(self, seed: int | None = None) -> None:
         """Drop all running episodes and reset every sub-env (sub-env ``i`` with ``seed + i``)."""
         seed = self._seed if seed is None else seed
+        if seed is not None:
+            self._rng = np.random.default_rng(seed + 7)
         obs, _ = self.env.reset(seed=seed)
         self._obs = obs
         self._recorders = [self._start(i, obs) for i in range(self.config.num_envs)]
@@ -146,6 +150,8 @@ class EnvRunner:
         """
         if (num_timesteps is None) == (num_episodes is None):
             raise ValueError("pass exactly one of num_timesteps or num_episodes")
+        if num_episodes == 0 or num_timesteps == 0:
+            return []
         explore = self.config.explore if explore is None else explore
         if self._obs is None or explore != self._explore:
             # Episodes never mix the two modes: their extra columns (action_logp, ...) differ.
@@ -268,6 +274,10 @@ class EnvRunner:
         self._metrics = {"returns": [], "lengths": []}
         self._num_env_steps = 0
         return out
+
+    def sample_and_metrics(self, **kwargs: Any) -> tuple[list[SingleAgentEpisode], dict[str, Any]]:
+        """``sample(**kwargs)`` and ``get_metrics()`` in one (remote) call."""
+        return self.sample(**kwargs), self.get_metrics()
 
     def ping(self) -> bool:
         return True

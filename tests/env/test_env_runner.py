@@ -113,7 +113,7 @@ def test_random_policy_logp_is_exact_and_actions_in_bounds():
         np.testing.assert_array_equal(ep.extras["action_logp"], np.full(20, -np.log(4.0), dtype=np.float32))
         assert ep.truncated and not ep.terminated
     assert uniform_log_prob(gym.spaces.Discrete(5)) == pytest.approx(-np.log(5))
-    box = gym.spaces.Box(low=np.array([-1.0, 0.0]), high=np.array([1.0, 0.5]))
+    box = gym.spaces.Box(low=np.array([-1.0, 0.0], np.float32), high=np.array([1.0, 0.5], np.float32))
     assert uniform_log_prob(box) == pytest.approx(-np.log(2.0) - np.log(0.5))
 
 
