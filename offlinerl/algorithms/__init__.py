@@ -1,0 +1,1 @@
+"""Algorithms: ``Algorithm`` + ``AlgorithmConfig`` and one folder per algorithm (bc, marwil, cql, iql)."""

@@ -1,0 +1,1 @@
+"""Core training protocols: RLModule, Learner, LearnerGroup, losses, networks."""
