@@ -188,9 +188,11 @@ class EnvRunner:
 
     @torch.no_grad()
     def _act(self, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        batch = self.env_to_module({"obs": self._obs}, None, None)
+        batch = self.env_to_module({"obs": self._obs}, None, {})
+        batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
         fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
-        out = self.module_to_env(fwd, None, None)
+        out = self.module_to_env(dict(fwd), None, {})
+        out = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
         actions = out["actions"]
         extras: dict[str, np.ndarray] = {}
         if explore:
