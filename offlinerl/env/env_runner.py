@@ -15,7 +15,7 @@ the env exactly.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -187,7 +187,42 @@ class EnvRunner:
         return EpisodeRecorder(episode_id, ticket, batch_slice(obs, i, i + 1))
 
     @torch.no_grad()
-    def _act(self, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def evaluate(self, seeds: Sequence[int]) -> dict[str, list[float]]:
+        """One ``forward_inference`` episode per seed (episode ``j`` reset with ``seeds[j]``); no recording.
+
+        Sub-envs are reset individually (gymnasium's ``reset_mask``) so every
+        episode starts from its own seed, as offline evaluation does; no epsilon.
+        Running episodes of ``sample`` are dropped.
+        """
+        n_envs, seeds = self.config.num_envs, list(seeds)
+        returns, lengths = [0.0] * len(seeds), [0] * len(seeds)
+        slot: list[int | None] = [j if j < len(seeds) else None for j in range(n_envs)]
+        obs, _ = self.env.reset(seed=[seeds[j] if j is not None else None for j in slot])
+        next_j = min(n_envs, len(seeds))
+        while any(j is not None for j in slot):
+            self._obs = obs
+            actions, _ = self._act(False, epsilon=0.0)
+            obs, rewards, terminated, truncated, _ = self.env.step(actions)
+            mask = np.zeros(n_envs, dtype=bool)
+            reset_seeds: list[int | None] = [None] * n_envs
+            for i, j in enumerate(slot):
+                if j is None:
+                    continue
+                returns[j] += float(rewards[i])
+                lengths[j] += 1
+                if terminated[i] or truncated[i]:
+                    slot[i] = None
+                    if next_j < len(seeds):
+                        slot[i], reset_seeds[i], mask[i] = next_j, seeds[next_j], True
+                        next_j += 1
+            if mask.any():
+                obs, _ = self.env.reset(seed=reset_seeds, options={"reset_mask": mask})
+        self._obs = None  # the next sample() starts from fresh episodes
+        self._explore = None
+        return {"episode_returns": returns, "episode_lengths": lengths}
+
+    @torch.no_grad()
+    def _act(self, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         batch = self.env_to_module({"obs": self._obs}, None, {})
         batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
         fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
@@ -199,9 +234,10 @@ class EnvRunner:
             for name in (ACTION_LOGP, ACTION_DIST_INPUTS):
                 if out.get(name) is not None:
                     extras[name] = np.asarray(out[name], dtype=np.float32)
-        if self.config.epsilon > 0:
+        epsilon = self.config.epsilon if epsilon is None else epsilon
+        if epsilon > 0:
             probs = self._discrete_probs(out, explore, actions)
-            actions, logp = epsilon_mix(actions, self.action_space, self.config.epsilon, self._rng, probs)
+            actions, logp = epsilon_mix(actions, self.action_space, epsilon, self._rng, probs)
             extras.pop(ACTION_LOGP, None)
             if logp is not None:
                 extras[ACTION_LOGP] = logp

@@ -22,9 +22,9 @@ __all__ = ["EnvRunnerGroup", "episode_metrics"]
 
 
 def episode_metrics(returns: list[float], lengths: list[int], prefix: str) -> dict[str, float]:
-    """``{prefix}/return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``, ``num_episodes``."""
+    """``{prefix}/return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``, ``episodes``."""
     if not returns:
-        return {f"{prefix}/num_episodes": 0}
+        return {f"{prefix}/episodes": 0}
     r = np.asarray(returns, dtype=np.float64)
     return {
         f"{prefix}/return_mean": float(r.mean()),
@@ -32,7 +32,7 @@ def episode_metrics(returns: list[float], lengths: list[int], prefix: str) -> di
         f"{prefix}/return_min": float(r.min()),
         f"{prefix}/return_max": float(r.max()),
         f"{prefix}/length_mean": float(np.mean(lengths)),
-        f"{prefix}/num_episodes": len(returns),
+        f"{prefix}/episodes": len(returns),
     }
 
 
@@ -175,15 +175,22 @@ class EnvRunnerGroup:
         args = [((None if seed is None else seed + 1000 * (i + 1),), {}) for i in range(len(self._actors))]
         self._call_all("reset", args)
 
-    def evaluate(self, num_episodes: int, seed: int | None = None, prefix: str = "eval") -> dict[str, float]:
-        """Run ``num_episodes`` with ``forward_inference`` from freshly reset envs.
+    def evaluate(self, num_episodes: int, seed: int = 10_000, prefix: str = "eval") -> dict[str, float]:
+        """``num_episodes`` ``forward_inference`` episodes, episode ``j`` reset with ``seed + j``.
 
-        With a seed, the same weights always give the same episodes (and metrics).
+        The same weights and seed always give the same episodes, whatever the
+        number of runners or envs (and the same ones as offline evaluation).
         """
-        self.reset(seed)
-        episodes = self.sample(num_episodes=num_episodes, explore=False)
-        self.get_metrics()  # evaluation episodes are not training metrics
-        return episode_metrics([e.episode_return for e in episodes], [len(e) for e in episodes], prefix)
+        seeds = [seed + j for j in range(num_episodes)]
+        if self.local is not None:
+            results = [self.local.evaluate(seeds)]
+        else:
+            bounds = np.linspace(0, num_episodes, len(self._actors) + 1).astype(int)
+            args = [((seeds[bounds[i]:bounds[i + 1]],), {}) for i in range(len(self._actors))]
+            results = self._call_all("evaluate", args)
+        returns = [r for res in results for r in res["episode_returns"]]
+        lengths = [n for res in results for n in res["episode_lengths"]]
+        return episode_metrics(returns, lengths, prefix)
 
     def _collect_metrics(self, metrics: list[dict[str, Any]]) -> None:
         for m in metrics:

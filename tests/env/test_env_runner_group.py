@@ -46,14 +46,27 @@ def test_local_group_samples_and_evaluates_reproducibly():
     assert metrics["env_runners/num_env_steps"] == sum(len(e) for e in episodes)
     assert metrics["env_runners/num_restarts"] == 0
     group.stop()
-    # A deterministic policy under a fixed seed: two evaluations see the same episodes.
-    group = EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", num_envs=2, seed=0), ConstantPolicy)
-    group.sample(num_timesteps=10)
-    a = group.evaluate(num_episodes=4, seed=11)
-    b = group.evaluate(num_episodes=4, seed=11)
-    assert a == b and a["eval/num_episodes"] == 4
-    assert a != group.evaluate(num_episodes=4, seed=12)
-    group.stop()
+    # Evaluation: episode j starts from seed + j, whatever the vector width, and matches
+    # a plain loop over single envs.
+    expected = []
+    for j in range(5):
+        env = gym.make("CartPole-v1")
+        env.reset(seed=11 + j)
+        ret, done = 0.0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(1)
+            ret, done = ret + r, term or trunc
+        expected.append(ret)
+    for num_envs in (1, 3):
+        group = EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", num_envs=num_envs, seed=0), ConstantPolicy)
+        group.sync_state({"policy": {"action": torch.tensor(1.0)}})
+        group.sample(num_timesteps=10)
+        a = group.evaluate(num_episodes=5, seed=11)
+        assert a["eval/episodes"] == 5
+        assert a["eval/return_mean"] == pytest.approx(np.mean(expected), abs=1e-9)
+        assert a["eval/return_min"] == min(expected) and a["eval/return_max"] == max(expected)
+        assert group.evaluate(num_episodes=5, seed=11) == a
+        group.stop()
 
 
 def test_remote_runners_split_the_work_and_receive_weights(ray_session):
@@ -97,6 +110,14 @@ def test_a_killed_runner_is_replaced_and_the_iteration_completes(ray_session):
         assert group._actors[0] is not victim
         # The replacement got the latest weights before sampling.
         assert all(np.all(e.actions == 1) and np.all(e.extras["weights_seq_no"] == 7) for e in episodes)
+        # Remote evaluation splits the seeds over the runners and gives the same numbers as one runner.
+        local = EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", num_envs=2), ConstantPolicy)
+        local.sync_state({"policy": {"action": torch.tensor(1.0)}})
+        remote = EnvRunnerGroup(EnvRunnerConfig(env="CartPole-v1", num_envs=2), ConstantPolicy,
+                                num_env_runners=2, num_cpus_per_env_runner=0.5)
+        remote.sync_state({"policy": {"action": torch.tensor(1.0)}})
+        assert remote.evaluate(num_episodes=5, seed=3) == local.evaluate(num_episodes=5, seed=3)
+        remote.stop()
     finally:
         group.stop()
 
