@@ -50,9 +50,15 @@ def run(args: argparse.Namespace) -> int:
         from offlinerl.ray_utils import init_ray
 
         init_ray(args.address)
+    factories: dict = {}
     try:
-        info = collect(config, progress=not args.no_progress)
-    except (OutputExistsError, NotImplementedError) as exc:
+        if config.policy != "random":
+            from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
+
+            policy, connectors, info = checkpoint_policy(config.policy)
+            factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
+        info = collect(config, progress=not args.no_progress, **factories)
+    except (OutputExistsError, FileNotFoundError, ValueError) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
     p = info.provenance

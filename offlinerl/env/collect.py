@@ -78,19 +78,28 @@ def env_spec_json(env_id: str, **kwargs: Any) -> dict[str, Any] | None:
         return None
 
 
-def _policy_factories(config: CollectConfig) -> tuple[PolicyFactory, ConnectorsFactory | None, dict[str, Any]]:
-    if config.policy == "random":
-        return random_policy_factory(config.seed), None, {"policy": "random"}
-    from offlinerl.env.checkpoint_policy import checkpoint_policy
+def collect(
+    config: CollectConfig,
+    progress: bool = True,
+    *,
+    policy_factory: PolicyFactory | None = None,
+    connectors_factory: ConnectorsFactory | None = None,
+    policy_info: dict[str, Any] | None = None,
+) -> DatasetInfo:
+    """Record ``config.num_episodes`` episodes into a new dataset, atomically, and check it.
 
-    return checkpoint_policy(config.policy)
-
-
-def collect(config: CollectConfig, progress: bool = True) -> DatasetInfo:
-    """Record ``config.num_episodes`` episodes into a new dataset, atomically, and check it."""
+    ``config.policy == "random"`` needs no factories; for a checkpoint, the
+    caller passes the factories that rebuild its module and connectors (see
+    ``offlinerl.algorithms.online.checkpoint_policy``), and ``policy_info``
+    (e.g. algorithm, iteration) for the provenance.
+    """
     import gymnasium as gym
 
-    policy_factory, connectors_factory, policy_info = _policy_factories(config)
+    if policy_factory is None:
+        if config.policy != "random":
+            raise ValueError(f"policy {config.policy!r} needs a policy_factory (use offlinerl collect, or pass one)")
+        policy_factory = random_policy_factory(config.seed)
+    policy_info = {"policy": config.policy, **(policy_info or {})}
     group = EnvRunnerGroup(
         config.runner_config(), policy_factory, connectors_factory,
         num_env_runners=config.num_env_runners, num_cpus_per_env_runner=1.0,
