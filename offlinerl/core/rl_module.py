@@ -170,6 +170,19 @@ class MultiRLModule(nn.Module):
             raise KeyError(f"agent {agent_id!r} has no module; pass agent_to_module")
         return m(agent_id) if callable(m) else m[agent_id]
 
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
+        """Load per module, so inference-only modules drop the keys they have no parameter for."""
+        per: dict[str, dict[str, Any]] = {mid: {} for mid in self.rl_modules}
+        for key, value in state_dict.items():
+            _, mid, rest = key.split(".", 2) if key.startswith("rl_modules.") else ("", "", key)
+            if mid not in per:
+                if strict:
+                    raise RuntimeError(f"state dict key {key!r} belongs to no module of {sorted(per)}")
+                continue
+            per[mid][rest] = value
+        for mid, module in self.rl_modules.items():
+            module.load_state_dict(per[mid], strict=strict, assign=assign)
+
     def forward_inference(self, batch: Mapping[str, Batch]) -> dict[str, dict[str, Any]]:
         return {mid: self[mid].forward_inference(b) for mid, b in batch.items()}
 

@@ -1,9 +1,11 @@
-"""Online side: EnvRunners that act in gymnasium envs and record episodes,
-the EnvRunnerGroup that runs them as Ray actors, and data collection."""
+"""Acting in real environments: EnvRunners that act in gymnasium envs and record
+episodes, the EnvRunnerGroup that runs them as Ray actors, data collection, and
+evaluation."""
 
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import EnvRunner, random_policy_factory
 from offlinerl.env.env_runner_group import EnvRunnerGroup, episode_metrics
+from offlinerl.env.evaluation import evaluate_module
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix, uniform_log_prob
 
 __all__ = [
@@ -11,9 +13,10 @@ __all__ = [
     "EnvRunner",
     "EnvRunnerConfig",
     "EnvRunnerGroup",
-    "episode_metrics",
     "RandomPolicy",
+    "episode_metrics",
     "epsilon_mix",
+    "evaluate_module",
     "random_policy_factory",
     "uniform_log_prob",
 ]
