@@ -83,7 +83,9 @@ def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, An
     algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"])
     state = torch.load(Path(pipeline.checkpoint) / "learner_group.pt", weights_only=False)
     learner = algo.learner_group.local_learner
-    missing, unexpected = learner.module.load_state_dict(state["learners"][0]["learner"]["module"], strict=False)
+    weights = state["learners"][0]["learner"]["module"]
+    unexpected = sorted(set(weights) - set(learner.module.state_dict()))
+    learner.module.load_state_dict(weights, strict=False)
     if unexpected:
         raise ConfigError(f"online.algorithm={target}: the checkpoint's module has weights {unexpected[:3]} "
                           f"that a {target} module does not have")
