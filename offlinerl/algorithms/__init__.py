@@ -1,0 +1,1 @@
+"""Algorithms: each a folder of config, losses, learner and module."""

@@ -1,0 +1,1 @@
+"""Core training pieces (placeholder until training-core merges)."""
