@@ -23,14 +23,14 @@ __all__ = [
 
 
 def expectile_loss(diff: Tensor, expectile: float) -> Tensor:
-    """mean(|τ − 1[diff < 0]| · diff²), the asymmetric L2 of IQL (Kostrikov et al. 2021)."""
-    weight = torch.where(diff > 0, expectile, 1.0 - expectile)
-    return (weight * diff.square()).mean()
+    """|τ − 1[diff < 0]| · diff² elementwise, the asymmetric L2 of IQL (Kostrikov et al. 2021)."""
+    weight = torch.where(diff < 0, 1.0 - expectile, expectile)
+    return weight * diff.square()
 
 
 def awr_weights(adv: Tensor, beta: float, max_weight: float) -> Tensor:
     """min(exp(β·A), max_weight) (Peng et al. 2019)."""
-    return torch.exp(beta * adv).clamp(max=max_weight)
+    return torch.exp(torch.clamp(beta * adv.detach(), max=math.log(max_weight)))
 
 
 def twin_min(q: Tensor) -> Tensor:
@@ -45,9 +45,11 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
         t.lerp_(s, tau)
 
 
-def uniform_box_log_density(low, high) -> float:
+def uniform_box_log_density(low, high) -> Tensor:
     """log density of the uniform distribution over a box: −Σ log(high − low)."""
-    return -float(sum(math.log(float(h) - float(l)) for l, h in zip(low, high)))
+    low_t = torch.as_tensor(low, dtype=torch.float64)
+    high_t = torch.as_tensor(high, dtype=torch.float64)
+    return -(torch.log(high_t - low_t).sum()).to(torch.float32)
 
 
 def td_target(rewards: Tensor, terminateds: Tensor, next_value: Tensor, gamma: float) -> Tensor:

@@ -27,7 +27,7 @@ OBS, NEXT_OBS, ACTIONS, REWARDS, TERMINATEDS = "obs", "next_obs", "actions", "re
 
 def value_loss(target_q_min: Tensor, v: Tensor, expectile: float) -> Tensor:
     """Expectile regression of V(s) [B] on min_e Q̄_e(s, a) [B] (the target is constant)."""
-    return ops.expectile_loss(target_q_min.detach() - v, expectile)
+    return ops.expectile_loss(target_q_min.detach() - v, expectile).mean()
 
 
 def awr_actor_loss(logp: Tensor, adv: Tensor, beta: float, max_weight: float) -> Tensor:
