@@ -1,1 +1,1 @@
-"""Algorithms: each a folder of config, losses, learner and module."""
+"""Algorithms: ``Algorithm`` + ``AlgorithmConfig`` and one folder per algorithm (bc, marwil, cql, iql)."""

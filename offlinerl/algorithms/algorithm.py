@@ -1,0 +1,205 @@
+"""``Algorithm``: the thin control plane of a training job.
+
+It owns the ``OfflineData``, the ``LearnerGroup`` and an inference-only copy of
+the module for evaluation. ``train()`` runs one iteration: ``training_step()``
+(sample, update: by default ``updates_per_iteration`` updates in one call per
+learner), then - always, even for a custom ``training_step`` - syncs the
+evaluation module's weights, adds counters and timing, and evaluates every
+``evaluation.interval`` iterations.
+
+Checkpoints hold the module, optimizers, learner RNG states and sampler state
+(``learner_group.pt``) plus the config, counters, connector state and spaces
+(``algorithm.json``): ``from_checkpoint`` resumes a job so that it continues
+exactly as the uninterrupted job would (in-memory data mode).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
+from offlinerl.core.learner_group import LearnerGroup
+from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+from offlinerl.data.offline_data import OfflineData
+from offlinerl.env.evaluation import evaluate_module
+from offlinerl.episodes import atomic_directory
+from offlinerl.episodes.spaces import space_to_json
+
+__all__ = ["Algorithm", "CHECKPOINT_FORMAT", "class_path", "load_class", "read_checkpoint_metadata"]
+
+CHECKPOINT_FORMAT = "offlinerl-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def load_class(path: str) -> type:
+    module, _, name = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+class Algorithm:
+    """A training job on one dataset; see the module docstring."""
+
+    def __init__(
+        self,
+        algorithm: str,
+        config: AlgorithmConfig,
+        dataset: str | Path,
+        *,
+        learner_class: type | None = None,
+        module_class: type | None = None,
+        connector_state: Mapping[str, Any] | None = None,
+    ) -> None:
+        from offlinerl.ray_utils import init_ray
+
+        spec: AlgorithmSpec = get_algorithm(algorithm)
+        if not isinstance(config, spec.config_cls):
+            raise TypeError(f"{algorithm} needs a {spec.config_cls.__name__}, got {type(config).__name__}")
+        init_ray()
+        self.name = algorithm
+        self.config = config
+        self.dataset = str(dataset)
+        self.learner_class = learner_class or spec.learner_cls
+        self.module_class = module_class or spec.module_cls
+        self.offline_data = OfflineData(dataset, config)
+        if connector_state:
+            self.offline_data.set_connector_state(connector_state)
+        obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
+        self.module_spec = MultiRLModuleSpec.single(RLModuleSpec(self.module_class, obs_space, act_space, config.module_config()))
+        t0 = time.perf_counter()
+        specs = self.offline_data.source_specs(max(1, config.num_learners), config.train_batch_size, config.seed)
+        self.learner_group = LearnerGroup(config, self.learner_class, self.module_spec)
+        self.learner_group.set_sources(specs)
+        self.setup_time_s = time.perf_counter() - t0
+        self.env_to_module = self.offline_data.env_to_module_pipeline()
+        self.eval_module = self.module_spec.build(inference_only=True)
+        self.iteration = 0
+        self.num_updates = 0
+        self.best_eval_return: float | None = None
+        self.last_eval: dict[str, float] = {}
+        self.sync_weights()
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def training_step(self) -> dict[str, float]:
+        """One iteration's sampling and updates; returns metrics (override for custom schedules)."""
+        return self.learner_group.update(self.config.updates_per_iteration)
+
+    def train(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        metrics = dict(self.training_step())
+        elapsed = time.perf_counter() - t0
+        self.iteration += 1
+        updates = int(metrics.get("learner/updates", self.num_updates + self.config.updates_per_iteration))
+        done = updates - self.num_updates
+        self.num_updates = updates
+        metrics.update({
+            "iteration": float(self.iteration),
+            "learner/updates": float(updates),
+            "perf/updates_per_s": done / elapsed if elapsed > 0 else 0.0,
+            "perf/samples_per_s": done * self.config.train_batch_size * max(1, self.config.num_learners) / elapsed if elapsed > 0 else 0.0,
+            "perf/iteration_s": elapsed,
+        })
+        self.sync_weights()
+        interval = self.config.evaluation.interval
+        if interval and self.iteration % interval == 0:
+            metrics.update(self.evaluate())
+        return metrics
+
+    def sync_weights(self) -> None:
+        """Copy the learners' weights into the inference-only evaluation module."""
+        self.eval_module.load_state_dict(self.learner_group.get_weights())
+
+    def eval_env_id(self) -> str:
+        env = self.config.evaluation.env or self.offline_data.info.env_id
+        if not env:
+            raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
+        return env
+
+    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+        ev = self.config.evaluation
+        out = evaluate_module(self.eval_module, self.eval_env_id(), self.env_to_module,
+                              episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=ev.env_kwargs)
+        ret = out["eval/return_mean"]
+        self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
+        self.last_eval = out
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+    def metadata(self) -> dict[str, Any]:
+        info = self.offline_data.info
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "format_version": CHECKPOINT_VERSION,
+            "algorithm": self.name,
+            "config": self.config.to_dict(),
+            "dataset": self.dataset,
+            "env_id": info.env_id,
+            "observation_space": space_to_json(info.observation_space),
+            "action_space": space_to_json(info.action_space),
+            "module_class": class_path(self.module_class),
+            "learner_class": class_path(self.learner_class),
+            "connector_state": self.offline_data.connector_state(),
+            "iteration": self.iteration,
+            "num_updates": self.num_updates,
+            "best_eval_return": self.best_eval_return,
+            "last_eval": self.last_eval,
+        }
+
+    def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
+        """Write a checkpoint directory atomically (temp dir + rename)."""
+        with atomic_directory(path, overwrite=overwrite) as tmp:
+            torch.save(self.learner_group.get_state(), tmp / "learner_group.pt")
+            (tmp / "algorithm.json").write_text(json.dumps(self.metadata(), indent=2) + "\n")
+        return Path(path)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> "Algorithm":
+        """Rebuild the job from a checkpoint and restore every piece of its state."""
+        meta = read_checkpoint_metadata(path)
+        spec = get_algorithm(meta["algorithm"])
+        config = spec.config_cls.from_dict({**meta["config"], **dict(overrides or {})})
+        algo = cls(meta["algorithm"], config, dataset or meta["dataset"],
+                   learner_class=load_class(meta["learner_class"]), module_class=load_class(meta["module_class"]),
+                   connector_state=meta["connector_state"])
+        algo.restore(path)
+        return algo
+
+    def restore(self, path: str | Path) -> None:
+        meta = read_checkpoint_metadata(path)
+        self.offline_data.set_connector_state(meta["connector_state"])
+        self.env_to_module = self.offline_data.env_to_module_pipeline()
+        self.learner_group.set_state(torch.load(Path(path) / "learner_group.pt", weights_only=False))
+        self.iteration = int(meta["iteration"])
+        self.num_updates = int(meta["num_updates"])
+        self.best_eval_return = meta.get("best_eval_return")
+        self.last_eval = meta.get("last_eval") or {}
+        self.sync_weights()
+
+    def stop(self) -> None:
+        self.learner_group.shutdown()
+
+
+def read_checkpoint_metadata(path: str | Path) -> dict[str, Any]:
+    file = Path(path) / "algorithm.json"
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: not a checkpoint (no algorithm.json)")
+    try:
+        meta = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file}: does not parse as JSON: {exc}") from exc
+    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{file}: not an offlinerl checkpoint of version {CHECKPOINT_VERSION}")
+    return meta

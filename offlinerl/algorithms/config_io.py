@@ -1,0 +1,157 @@
+"""Loading frozen config dataclasses from dicts, YAML and JSON, and ``key=value`` overrides.
+
+Every field is type-checked against its annotation (ints become floats where a
+float is declared; strings from the command line are parsed with YAML); unknown
+keys and bad values raise ``ConfigError`` naming the dotted field path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+
+__all__ = ["ConfigError", "from_dict", "to_dict", "load_file", "apply_overrides", "parse_override"]
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config value, key or file that cannot be used; the message names the field."""
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(f"{path}: {value!r} matches none of {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{path}: must be one of {list(args)}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, path)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        item = args[0] if args else Any
+        return origin(_coerce(v, item, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"{path}: expected a number, got {value!r}") from None
+    if tp is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+            raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        return int(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], path: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``, recursing into nested dataclass fields."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = set(data) - set(fields)
+    if unknown:
+        where = f"{path}." if path else ""
+        raise ConfigError(f"unknown config key(s) {', '.join(where + k for k in sorted(unknown))} for {cls.__name__}; "
+                          f"known: {', '.join(sorted(fields))}")
+    kwargs = {k: _coerce(v, hints[k], f"{path}.{k}" if path else k) for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path or cls.__name__}: {exc}") from exc
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain JSON/YAML-serialisable form of a (nested) dataclass."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML or JSON mapping, with a clear error naming the file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: does not parse: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"a.b=0.5"`` -> (["a", "b"], 0.5); the value is parsed as YAML (numbers, lists, true/false).
+
+    YAML reads ``1e-3`` as a string; ``from_dict`` turns it into a float where a float is declared.
+    """
+    if "=" not in text:
+        raise ConfigError(f"--set expects KEY=VALUE, got {text!r}")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return [k for k in key.strip().split(".") if k], value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.path=value`` overrides to a nested dict (a copy)."""
+    out = json.loads(json.dumps(data))
+    for text in overrides:
+        keys, value = parse_override(text)
+        if not keys:
+            raise ConfigError(f"--set {text!r}: empty key")
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: {k!r} is not a mapping")
+        node[keys[-1]] = value
+    return out

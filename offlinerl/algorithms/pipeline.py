@@ -1,0 +1,240 @@
+"""Batch training jobs: a pipeline file (YAML/JSON) -> a run directory.
+
+A pipeline names the algorithm, the dataset, the algorithm config (including
+evaluation env and episodes), the stop conditions and the output directory::
+
+    algorithm: bc
+    dataset: datasets/cartpole-mixed
+    config: {lr: 1.0e-3, updates_per_iteration: 500, evaluation: {episodes: 10}}
+    stop: {updates: 5000}
+    output: runs
+
+``run_pipeline`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
+``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
+``checkpoints/``, ``learning_curve.png`` and ``result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import yaml
+
+from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
+from offlinerl.algorithms.registry import get_algorithm
+
+__all__ = ["StopConfig", "Pipeline", "load_pipeline", "run_pipeline", "RUN_FILES"]
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopConfig:
+    """When a job stops: the first condition met (at least one must be set)."""
+
+    iterations: int | None = None
+    """Training iterations (each ``updates_per_iteration`` updates)."""
+    updates: int | None = None
+    """Gradient updates (checked after each iteration)."""
+    wall_time_s: float | None = None
+    """Seconds of training (setup excluded)."""
+    eval_return: float | None = None
+    """Stop once an evaluation's mean return reaches this."""
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
+            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
+        for name in ("iterations", "updates"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pipeline:
+    """One reproducible training job."""
+
+    algorithm: str
+    """Registered algorithm name: bc, marwil, cql, iql."""
+    dataset: str
+    """Episode dataset directory (relative paths: to the working directory, else to the pipeline file)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Fields of the algorithm's config class (see its docstrings)."""
+    stop: StopConfig
+    """Stop conditions."""
+    output: str = "runs"
+    """Parent directory of run directories."""
+    name: str | None = None
+    """Run name prefix (default: the pipeline file's name)."""
+    checkpoint_interval: int = 0
+    """Also checkpoint every this many iterations (0 = only the final checkpoint)."""
+
+
+def load_pipeline(path: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, Any]:
+    """Read a pipeline file, apply ``key=value`` overrides; returns (pipeline, resolved algorithm config)."""
+    path = Path(path)
+    data = apply_overrides(load_file(path), list(overrides))
+    data.setdefault("name", path.stem)
+    pipeline = from_dict(Pipeline, data)
+    dataset = Path(pipeline.dataset)
+    if not dataset.is_absolute() and not dataset.exists():
+        for base in (path.parent, path.parent.parent):
+            if (base / dataset).exists():
+                dataset = base / dataset
+                break
+    try:
+        spec = get_algorithm(pipeline.algorithm)
+    except KeyError as exc:
+        raise ConfigError(f"{path}: algorithm: {exc.args[0]}") from None
+    config = from_dict(spec.config_cls, pipeline.config, "config")
+    return Pipeline(**{**pipeline.__dict__, "dataset": str(dataset)}), config
+
+
+def _scores(dataset: str, values: Mapping[str, float | None]) -> dict[str, float]:
+    try:
+        from offlinerl.scoring import score_for_dataset
+    except ImportError:
+        return {}
+    out = {}
+    for key, value in values.items():
+        if value is not None:
+            score = score_for_dataset(value, dataset)
+            if score is not None:
+                out[key.replace("_return", "_normalized_score")] = score
+    return out
+
+
+def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evals = [(h["learner/updates"], h["eval/return_mean"], h.get("eval/return_std", 0.0)) for h in history if "eval/return_mean" in h]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    if evals:
+        x, y, s = zip(*evals)
+        axes[0].plot(x, y, marker="o")
+        axes[0].fill_between(x, [a - b for a, b in zip(y, s)], [a + b for a, b in zip(y, s)], alpha=0.2)
+    axes[0].set(xlabel="gradient updates", ylabel="evaluation return", title=title)
+    for key in sorted({k for h in history for k in h if k.startswith("losses/")}):
+        pts = [(h["learner/updates"], h[key]) for h in history if key in h]
+        axes[1].plot(*zip(*pts), label=key.split("/", 1)[1])
+    axes[1].set(xlabel="gradient updates", ylabel="loss", title="losses")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run_pipeline(
+    pipeline: Pipeline,
+    config: Any,
+    *,
+    run_dir: str | Path | None = None,
+    address: str | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``."""
+    from offlinerl.ray_utils import init_ray
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run = Path(run_dir) if run_dir else Path(pipeline.output) / f"{pipeline.name}-{stamp}"
+    if run.exists() and any(run.iterdir()):
+        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
+    run.mkdir(parents=True, exist_ok=True)
+    resolved = {**to_dict(pipeline), "config": config.to_dict()}
+    (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+    t_start = time.perf_counter()
+    init_ray(address)
+    algo = Algorithm(pipeline.algorithm, config, pipeline.dataset)
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run / "tensorboard"))
+    stop = pipeline.stop
+    history: list[dict[str, float]] = []
+    total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, unit="upd", desc=f"{pipeline.algorithm} {Path(pipeline.dataset).name}", dynamic_ncols=True)
+    first_update_s = None
+    train_s = 0.0
+    try:
+        with (run / "metrics.jsonl").open("w") as metrics_file:
+            while True:
+                t0 = time.perf_counter()
+                m = algo.train()
+                train_s += m["perf/iteration_s"]
+                if first_update_s is None:
+                    first_update_s = time.perf_counter() - t_start
+                m["time/total_s"] = time.perf_counter() - t_start
+                history.append(m)
+                metrics_file.write(json.dumps(m) + "\n")
+                metrics_file.flush()
+                step = int(m["learner/updates"])
+                for k, v in m.items():
+                    if isinstance(v, float) and math.isfinite(v):
+                        writer.add_scalar(k, v, step)
+                if bar is not None:
+                    bar.update(config.updates_per_iteration)
+                    post = {"loss": f"{m.get('losses/actor', float('nan')):.3f}", "upd/s": f"{m['perf/updates_per_s']:.0f}"}
+                    if algo.last_eval:
+                        post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
+                    bar.set_postfix(post)
+                if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
+                    algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}")
+                if _should_stop(stop, algo, m, train_s):
+                    break
+        if "eval/return_mean" not in history[-1]:
+            final = algo.evaluate()
+            history[-1].update(final)
+            with (run / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final}) + "\n")
+        ckpt = algo.save_checkpoint(run / "checkpoints" / "final")
+    finally:
+        if bar is not None:
+            bar.close()
+        writer.close()
+        algo.stop()
+    _plot(history, run / "learning_curve.png", f"{pipeline.algorithm} on {Path(pipeline.dataset).name}")
+    final_return = algo.last_eval["eval/return_mean"]
+    result = {
+        "algorithm": pipeline.algorithm,
+        "dataset": pipeline.dataset,
+        "env": algo.eval_env_id(),
+        "iterations": algo.iteration,
+        "updates": algo.num_updates,
+        "updates_per_s": algo.num_updates / train_s if train_s > 0 else None,
+        "train_time_s": train_s,
+        "first_update_s": first_update_s,
+        "final_eval_return": final_return,
+        "final_eval_return_std": algo.last_eval.get("eval/return_std"),
+        "best_eval_return": algo.best_eval_return,
+        "eval_episodes": int(algo.last_eval["eval/episodes"]),
+        "checkpoint": str(ckpt),
+        "run_dir": str(run),
+        **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
+    }
+    (run / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _should_stop(stop: StopConfig, algo: Algorithm, m: Mapping[str, float], train_s: float) -> bool:
+    if stop.iterations is not None and algo.iteration >= stop.iterations:
+        return True
+    if stop.updates is not None and algo.num_updates >= stop.updates:
+        return True
+    if stop.wall_time_s is not None and train_s >= stop.wall_time_s:
+        return True
+    return stop.eval_return is not None and m.get("eval/return_mean", -math.inf) >= stop.eval_return

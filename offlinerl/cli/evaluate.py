@@ -1,0 +1,41 @@
+"""``offlinerl evaluate CHECKPOINT``: run a trained policy in its environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="evaluate a checkpoint's policy in a gymnasium environment",
+        description="Run the deterministic policy (forward_inference) of CHECKPOINT in a gymnasium environment, "
+        "with the checkpoint's observation preprocessing, and print the mean return.",
+    )
+    p.add_argument("checkpoint", help="checkpoint directory (e.g. runs/<run>/checkpoints/final)")
+    p.add_argument("--env", help="gymnasium env id (default: the one the checkpoint was evaluated in)")
+    p.add_argument("--episodes", type=int, help="number of episodes (default: the config's evaluation.episodes)")
+    p.add_argument("--seed", type=int, help="seed of the first episode")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.evaluate import evaluate_checkpoint
+
+    if args.episodes is not None and args.episodes < 1:
+        print("offlinerl evaluate: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        r = evaluate_checkpoint(args.checkpoint, env=args.env, episodes=args.episodes, seed=args.seed)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"offlinerl evaluate: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(f"{r['algorithm']} policy in {r['env']}: return {r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} "
+              f"over {int(r['eval/episodes'])} episodes (mean length {r['eval/length_mean']:.1f})")
+    return 0

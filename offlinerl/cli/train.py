@@ -1,0 +1,57 @@
+"""``offlinerl train PIPELINE.yaml``: run a batch training job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train an algorithm on an episode dataset, as described by a pipeline file",
+        description="Train an algorithm on an episode dataset as described by PIPELINE (YAML or JSON: algorithm, "
+        "dataset, config, stop conditions, output). Writes a run directory with the resolved config, metrics.jsonl, "
+        "TensorBoard logs, checkpoints, learning_curve.png and result.json.",
+        epilog="example: offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000",
+    )
+    p.add_argument("pipeline", help="pipeline file (e.g. pipelines/cartpole-bc.yaml)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a pipeline value by dotted key, e.g. config.lr=3e-4 or stop.updates=1000 (repeatable)")
+    p.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
+    p.add_argument("--address", help="Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
+
+    try:
+        pipeline, config = load_pipeline(args.pipeline, args.overrides)
+    except ConfigError as exc:
+        print(f"offlinerl train: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress)
+    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"offlinerl train: {exc}", file=sys.stderr)
+        return 1
+    print(_summary(result))
+    return 0
+
+
+def _summary(r: dict) -> str:
+    lines = [
+        f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s ({r['updates_per_s']:.0f} updates/s)",
+        f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
+        f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}",
+    ]
+    if "final_eval_normalized_score" in r:
+        lines.append(f"normalised score (0 = random, 100 = best in dataset): final {r['final_eval_normalized_score']:.1f}, "
+                     f"best {r['best_eval_normalized_score']:.1f}")
+    lines.append(f"run directory: {r['run_dir']}  (checkpoint: {r['checkpoint']})")
+    return "\n".join(lines)
+
+

@@ -1,0 +1,117 @@
+"""Connectors shared by the learner side and the env side: the same class and the
+same state preprocess dataset observations and live env observations."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from offlinerl.connectors.connector import Batch, ConnectorV2
+from offlinerl.core import columns as C
+from offlinerl.core.flatten import flatten_batch
+
+__all__ = ["FlattenObservations", "NormalizeObservations", "RunningMeanStd"]
+
+
+class FlattenObservations(ConnectorV2):
+    """Flatten ``OBS`` (and ``NEXT_OBS`` if present) to ``[N, D]`` float32 (Discrete -> one-hot)."""
+
+    def __init__(self, observation_space: gym.Space, keys: Sequence[str] = (C.OBS, C.NEXT_OBS)) -> None:
+        self.observation_space = observation_space
+        self.keys = tuple(keys)
+
+    def __call__(self, batch: Batch, episodes: Any = None, state: dict | None = None) -> Batch:
+        for key in self.keys:
+            if key in batch:
+                batch[key] = flatten_batch(batch[key], self.observation_space)
+        return batch
+
+
+class RunningMeanStd:
+    """Count, mean and variance of a stream of ``[N, D]`` rows, merged exactly (Chan et al.) in float64."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.count = 0
+        self.mean = None if dim is None else np.zeros(dim)
+        self.var = None if dim is None else np.ones(dim)
+
+    def update(self, x: np.ndarray) -> None:
+        x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+        if len(x) > 0:
+            self.merge(len(x), x.mean(0), x.var(0))
+
+    def merge(self, n: int, mean: np.ndarray, var: np.ndarray) -> None:
+        """Add the moments of ``n`` more rows."""
+        mean, var = np.asarray(mean, dtype=np.float64).reshape(-1), np.asarray(var, dtype=np.float64).reshape(-1)
+        if self.count == 0 or self.mean is None:
+            self.count, self.mean, self.var = n, mean, var
+            return
+        total = self.count + n
+        delta = mean - self.mean
+        m2 = self.var * self.count + var * n + delta**2 * self.count * n / total
+        self.mean = self.mean + delta * n / total
+        self.var = m2 / total
+        self.count = total
+
+    def get_state(self) -> dict[str, Any]:
+        if self.mean is None:
+            return {"count": 0}
+        return {"count": int(self.count), "mean": self.mean.tolist(), "var": self.var.tolist()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.count = int(state.get("count", 0))
+        self.mean = np.asarray(state["mean"], dtype=np.float64) if "mean" in state else None
+        self.var = np.asarray(state["var"], dtype=np.float64) if "var" in state else None
+
+
+class NormalizeObservations(ConnectorV2):
+    """``x <- clip((x - mean) / sqrt(var + eps), -clip, clip)`` on ``OBS`` and ``NEXT_OBS``.
+
+    Statistics are fitted on the dataset once (``fit``) before training and then
+    frozen; env-to-module pipelines get the same state via ``set_state``, and
+    checkpoints carry it. With ``update=True`` every call also updates them
+    (online use).
+    """
+
+    def __init__(self, clip: float = 10.0, eps: float = 1e-8, update: bool = False,
+                 keys: Sequence[str] = (C.OBS, C.NEXT_OBS)) -> None:
+        self.stats = RunningMeanStd()
+        self.clip, self.eps, self.update = clip, eps, update
+        self.keys = tuple(keys)
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def fit(self, x: np.ndarray) -> None:
+        """Add ``[N, D]`` flattened observations to the statistics."""
+        self.stats.update(x)
+        self._cache = None
+
+    def fit_moments(self, n: int, mean: np.ndarray, var: np.ndarray) -> None:
+        """Add precomputed moments of ``n`` rows (e.g. one Ray Data block)."""
+        self.stats.merge(n, mean, var)
+        self._cache = None
+
+    def _coeffs(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cache is None:
+            if self.stats.mean is None:
+                raise RuntimeError("NormalizeObservations has no statistics: fit it on data or set_state first")
+            self._cache = (self.stats.mean.astype(np.float32), (1.0 / np.sqrt(self.stats.var + self.eps)).astype(np.float32))
+        return self._cache
+
+    def __call__(self, batch: Batch, episodes: Any = None, state: dict | None = None) -> Batch:
+        if self.update and C.OBS in batch:
+            self.fit(batch[C.OBS])
+        mean, inv_std = self._coeffs()
+        for key in self.keys:
+            if key in batch:
+                x = np.asarray(batch[key], dtype=np.float32)
+                batch[key] = np.clip((x - mean) * inv_std, -self.clip, self.clip)
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        return self.stats.get_state()
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.stats.set_state(state)
+        self._cache = None

@@ -1,0 +1,243 @@
+"""``Learner``: owns the module, the optimizers and the update step.
+
+An algorithm's learner overrides a few hooks:
+
+- ``configure_optimizers_for_module(module_id, module) -> {name: optimizer}``
+- ``compute_loss_for_module(module_id, module, batch, fwd_out) -> LossOut``
+- ``before_gradient_based_update(timestep)`` / ``after_gradient_based_update(timestep)``
+  (Polyak targets, schedules)
+- ``get_extra_state`` / ``set_extra_state`` for running statistics.
+
+The update step (``update``) guarantees **gradient isolation**: every loss term
+is differentiated only with respect to the parameters of the optimizer of the
+same name (``torch.autograd.grad``), so an actor loss never moves critic
+weights however it is written. Under ``torch.distributed`` the gradients of all
+optimizers are averaged across learners in one coalesced all-reduce per update
+(DDP semantics: replicas stay identical), then clipped per optimizer, then
+stepped. ``run_updates`` performs many updates per call with metrics kept as
+tensors and reduced once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from offlinerl.core import columns as C
+from offlinerl.core.loss import LossOut
+from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
+
+__all__ = ["Learner", "BatchSource", "OptimizerKey"]
+
+OptimizerKey = tuple[str, str]  # (module_id, optimizer name)
+TensorBatch = dict[str, torch.Tensor]
+
+
+class BatchSource(Protocol):
+    """Where a learner draws train batches from (in-memory sampler, streaming iterator, fixed batch)."""
+
+    def next_batch(self) -> dict[str, TensorBatch]:
+        """One batch per module id."""
+
+    def get_state(self) -> dict[str, Any]: ...
+
+    def set_state(self, state: Mapping[str, Any]) -> None: ...
+
+
+class Learner:
+    """Base learner; see the module docstring for the hooks."""
+
+    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec, device: str | torch.device | None = None) -> None:
+        self.config = config
+        self.module_spec = module_spec
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.module: MultiRLModule | None = None
+        self.timestep = 0
+        self._optimizers: dict[OptimizerKey, torch.optim.Optimizer] = {}
+        self._params: dict[OptimizerKey, list[nn.Parameter]] = {}
+        self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        self.rank = dist.get_rank() if self.world_size > 1 else 0
+
+    # -- build ----------------------------------------------------------------------------------
+    def build(self) -> "Learner":
+        seed = int(getattr(self.config, "seed", 0))
+        torch.manual_seed(seed)  # identical initial weights on every replica
+        self.module = self.module_spec.build(inference_only=False).to(self.device)
+        if self.world_size > 1:
+            with torch.no_grad():
+                for t in list(self.module.parameters()) + list(self.module.buffers()):
+                    dist.broadcast(t.data, src=0)
+        torch.manual_seed(seed + 1000 * self.rank)
+        owner: dict[int, OptimizerKey] = {}
+        for mid, module in self.module.items():
+            for name, opt in self.configure_optimizers_for_module(mid, module).items():
+                key = (mid, name)
+                params = [p for group in opt.param_groups for p in group["params"]]
+                for p in params:
+                    if id(p) in owner:
+                        raise ValueError(
+                            f"a parameter belongs to optimizers {owner[id(p)]} and {key}: shared parameters must "
+                            "belong to exactly one optimizer (else they are stepped twice)"
+                        )
+                    owner[id(p)] = key
+                self._optimizers[key] = opt
+                self._params[key] = params
+        return self
+
+    # -- hooks ----------------------------------------------------------------------------------
+    def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
+        """Default: one Adam named "default" over every parameter, at ``config.lr``."""
+        return {"default": torch.optim.Adam(module.parameters(), lr=self.config.lr)}
+
+    def compute_loss_for_module(self, module_id: str, module: RLModule, batch: TensorBatch, fwd_out: dict[str, Any]) -> LossOut:
+        raise NotImplementedError
+
+    def before_gradient_based_update(self, timestep: int) -> None:
+        """Called before each update (schedules)."""
+
+    def after_gradient_based_update(self, timestep: int) -> None:
+        """Called after each optimizer step (Polyak target updates)."""
+
+    def get_extra_state(self) -> dict[str, Any]:
+        """Running statistics of the algorithm (tensors or plain values), saved in checkpoints."""
+        return {}
+
+    def set_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Inverse of ``get_extra_state``."""
+
+    # -- distributed helpers ---------------------------------------------------------------------
+    def distributed_mean(self, value: torch.Tensor) -> torch.Tensor:
+        """Mean of ``value`` over all learners (identity with one learner); no gradient."""
+        if self.world_size == 1:
+            return value.detach()
+        out = value.detach().clone()
+        dist.all_reduce(out)
+        return out / self.world_size
+
+    # -- the update step -------------------------------------------------------------------------
+    def optimizer(self, module_id: str, name: str) -> torch.optim.Optimizer:
+        return self._optimizers[(module_id, name)]
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch`` ({module_id: batch}, or a plain batch for a single module)."""
+        assert self.module is not None, "call build() first"
+        batches = self._per_module(batch)
+        self.before_gradient_based_update(self.timestep)
+        losses: dict[OptimizerKey, torch.Tensor] = {}
+        metrics: dict[str, torch.Tensor] = {}
+        single = len(self.module.keys()) == 1
+        for mid, b in batches.items():
+            module = self.module[mid]
+            out = self.compute_loss_for_module(mid, module, b, module.forward_train(b))
+            prefix = "" if single else f"{mid}/"
+            for name, loss in out.losses.items():
+                if (mid, name) not in self._optimizers:
+                    raise KeyError(
+                        f"loss term {name!r} of module {mid!r} has no optimizer of that name; "
+                        f"optimizers: {sorted(n for m, n in self._optimizers if m == mid)}"
+                    )
+                losses[(mid, name)] = loss
+                metrics[f"{prefix}losses/{name}"] = loss.detach()
+            for k, v in out.metrics.items():
+                metrics[f"{prefix}{k}"] = v.detach()
+        self._apply_gradients(losses, metrics, prefix="" if single else None)
+        self.timestep += 1
+        self.after_gradient_based_update(self.timestep)
+        return metrics
+
+    def _per_module(self, batch: Mapping[str, Any]) -> Mapping[str, TensorBatch]:
+        assert self.module is not None
+        if batch and all(k in self.module for k in batch) and all(isinstance(v, Mapping) for v in batch.values()):
+            return batch  # type: ignore[return-value]
+        if len(self.module.keys()) != 1:
+            raise ValueError("a multi-module learner needs batches keyed by module id")
+        return {self.module.keys()[0]: batch}  # type: ignore[dict-item]
+
+    def _apply_gradients(self, losses: dict[OptimizerKey, torch.Tensor], metrics: dict[str, torch.Tensor], prefix: str | None) -> None:
+        keys = list(losses)
+        all_params: list[nn.Parameter] = []
+        all_grads: list[torch.Tensor] = []
+        for i, key in enumerate(keys):
+            params = self._params[key]
+            loss = losses[key]
+            if loss.requires_grad:
+                grads = torch.autograd.grad(loss, params, retain_graph=i < len(keys) - 1, allow_unused=True)
+            else:
+                grads = (None,) * len(params)
+            for p, g in zip(params, grads):
+                p.grad = torch.zeros_like(p) if g is None else g
+            all_params.extend(params)
+            all_grads.extend(p.grad for p in params)
+        if self.world_size > 1 and all_grads:
+            flat = torch.cat([g.reshape(-1) for g in all_grads])
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            offset = 0
+            for g in all_grads:
+                n = g.numel()
+                g.copy_(flat[offset : offset + n].view_as(g))
+                offset += n
+        clip = getattr(self.config, "grad_clip", None)
+        for key in keys:
+            mid, name = key
+            if clip:
+                norm = torch.nn.utils.clip_grad_norm_(self._params[key], clip)
+                label = f"learner/grad_norm/{name}" if prefix == "" else f"{mid}/learner/grad_norm/{name}"
+                metrics[label] = norm.detach()
+            self._optimizers[key].step()
+
+    def run_updates(self, source: BatchSource, num_updates: int) -> dict[str, float]:
+        """``num_updates`` updates on batches from ``source``; metrics averaged, synced once."""
+        if num_updates < 1:
+            raise ValueError(f"num_updates must be >= 1, got {num_updates}")
+        names: list[str] | None = None
+        sums: list[torch.Tensor] = []
+        for _ in range(num_updates):
+            m = self.update(source.next_batch())
+            if names is None:
+                names = list(m)
+                sums = [v.clone().float() for v in m.values()]
+            else:
+                torch._foreach_add_(sums, [m[k] for k in names])
+        assert names is not None
+        values = (torch.stack(sums) / num_updates).tolist()
+        out = dict(zip(names, values))
+        out["learner/updates"] = float(self.timestep)
+        return out
+
+    # -- state -----------------------------------------------------------------------------------
+    def get_module_state(self) -> dict[str, torch.Tensor]:
+        assert self.module is not None
+        return {k: v.detach().cpu() for k, v in self.module.state_dict().items()}
+
+    def set_module_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        assert self.module is not None
+        self.module.load_state_dict(state)
+
+    def get_state(self) -> dict[str, Any]:
+        """Module, optimizers, counters, extra state and this process's RNG state."""
+        state = {
+            "module": self.get_module_state(),
+            "optimizers": {f"{m}/{n}": opt.state_dict() for (m, n), opt in self._optimizers.items()},
+            "timestep": self.timestep,
+            "extra": self.get_extra_state(),
+            "rng": {"torch": torch.get_rng_state()},
+        }
+        if self.device.type == "cuda":
+            state["rng"]["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.set_module_state(state["module"])
+        for key, opt in self._optimizers.items():
+            opt.load_state_dict(state["optimizers"][f"{key[0]}/{key[1]}"])
+        self.timestep = int(state["timestep"])
+        self.set_extra_state(state.get("extra", {}))
+        rng = state.get("rng", {})
+        if "torch" in rng:
+            torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and self.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.device)

@@ -1,0 +1,198 @@
+"""``LearnerGroup``: one learner in-process (``num_learners=0``) or ``m`` Ray actors
+training one model with torch.distributed (gloo on CPU, NCCL on GPU).
+
+Each learner holds its own batch source (its shard of the data, built from a
+picklable spec inside the learner), so an iteration is **one Ray call per
+learner**: ``run_updates(n)`` performs ``n`` updates and returns averaged
+metrics. Gradients are averaged across learners every update (see ``Learner``),
+so all replicas keep identical weights.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from offlinerl.core.learner import Learner
+from offlinerl.core.rl_module import MultiRLModuleSpec
+
+__all__ = ["LearnerGroup"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _device(config: Any) -> torch.device:
+    if getattr(config, "num_gpus_per_learner", 0) > 0 and torch.cuda.is_available():
+        return torch.device("cuda", 0 if torch.cuda.device_count() == 1 else torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+class _LearnerWorker:
+    """Runs in a Ray actor (or wraps the local learner): a learner plus its batch source."""
+
+    def __init__(self, learner_class: type[Learner], config: Any, module_spec: MultiRLModuleSpec, num_threads: int | None) -> None:
+        if num_threads:
+            torch.set_num_threads(num_threads)
+        self.learner_class, self.config, self.module_spec = learner_class, config, module_spec
+        self.learner: Learner | None = None
+        self.source: Any = None
+
+    def address(self) -> tuple[str, int]:
+        import ray
+
+        return ray.util.get_node_ip_address(), _free_port()
+
+    def setup(self, rank: int = 0, world_size: int = 1, master: tuple[str, int] | None = None) -> bool:
+        device = _device(self.config)
+        if world_size > 1:
+            import torch.distributed as dist
+
+            backend = "nccl" if device.type == "cuda" else "gloo"
+            dist.init_process_group(backend, init_method=f"tcp://{master[0]}:{master[1]}", rank=rank, world_size=world_size)
+        self.learner = self.learner_class(config=self.config, module_spec=self.module_spec, device=device).build()
+        return True
+
+    def set_source(self, spec: Any) -> bool:
+        self.source = spec.build(self.learner.device)
+        return True
+
+    def run_updates(self, num_updates: int) -> dict[str, float]:
+        if self.source is None:
+            raise RuntimeError("the learner has no data source: call LearnerGroup.set_sources first")
+        return self.learner.run_updates(self.source, num_updates)
+
+    def update_from_batch(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        from offlinerl.data.sources import to_tensors
+
+        metrics = self.learner.update(to_tensors(batch, self.learner.device))
+        return {k: float(v) for k, v in metrics.items()}
+
+    def get_state(self) -> dict[str, Any]:
+        return {"learner": self.learner.get_state(), "source": self.source.get_state() if self.source is not None else {}}
+
+    def set_state(self, state: Mapping[str, Any]) -> bool:
+        self.learner.set_state(state["learner"])
+        if self.source is not None and state.get("source"):
+            self.source.set_state(state["source"])
+        return True
+
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        return self.learner.get_module_state()
+
+    def timestep(self) -> int:
+        return self.learner.timestep
+
+    def shutdown(self) -> bool:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        return True
+
+
+def _mean_metrics(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    keys = results[0].keys()
+    return {k: float(np.mean([r[k] for r in results])) for k in keys}
+
+
+class LearnerGroup:
+    """In-process learner or ``num_learners`` Ray actors; see the module docstring."""
+
+    def __init__(self, config: Any, learner_class: type[Learner], module_spec: MultiRLModuleSpec) -> None:
+        self.config = config
+        self.num_learners = int(config.num_learners)
+        threads = max(1, math.ceil(config.num_cpus_per_learner))
+        if self.num_learners == 0:
+            self._local: _LearnerWorker | None = _LearnerWorker(learner_class, config, module_spec, threads)
+            self._local.setup()
+            self._actors: list[Any] = []
+            return
+        import ray
+
+        self._local = None
+        actor_cls = ray.remote(num_cpus=config.num_cpus_per_learner, num_gpus=config.num_gpus_per_learner)(_LearnerWorker)
+        self._actors = [actor_cls.remote(learner_class, config, module_spec, threads) for _ in range(self.num_learners)]
+        master = ray.get(self._actors[0].address.remote())
+        ray.get([a.setup.remote(rank, self.num_learners, master) for rank, a in enumerate(self._actors)])
+
+    @property
+    def is_local(self) -> bool:
+        return self._local is not None
+
+    @property
+    def local_learner(self) -> Learner:
+        if self._local is None:
+            raise RuntimeError("the learners are remote (num_learners >= 1)")
+        return self._local.learner  # type: ignore[return-value]
+
+    @property
+    def num_shards(self) -> int:
+        return max(1, self.num_learners)
+
+    def _call(self, method: str, *per_learner_args: Sequence[Any], same: tuple = ()) -> list[Any]:
+        if self._local is not None:
+            args = [a[0] for a in per_learner_args]
+            return [getattr(self._local, method)(*args, *same)]
+        import ray
+
+        refs = [getattr(actor, method).remote(*[a[i] for a in per_learner_args], *same) for i, actor in enumerate(self._actors)]
+        return ray.get(refs)
+
+    def set_sources(self, specs: Sequence[Any]) -> None:
+        """One batch-source spec per learner (e.g. from ``OfflineData.source_specs``)."""
+        if len(specs) != self.num_shards:
+            raise ValueError(f"got {len(specs)} source specs for {self.num_shards} learner(s)")
+        self._call("set_source", list(specs))
+
+    def update(self, num_updates: int) -> dict[str, float]:
+        """``num_updates`` updates on every learner (one call each); metrics averaged over learners."""
+        return _mean_metrics(self._call("run_updates", same=(num_updates,)))
+
+    def update_from_batch(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """One update on ``batch``, split into equal consecutive shards, one per learner."""
+        n = len(next(iter(batch.values())))
+        if n % self.num_shards:
+            raise ValueError(f"batch of {n} rows does not split evenly over {self.num_shards} learners")
+        size = n // self.num_shards
+        shards = [{k: np.asarray(v)[i * size:(i + 1) * size] for k, v in batch.items()} for i in range(self.num_shards)]
+        return _mean_metrics(self._call("update_from_batch", shards))
+
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        if self._local is not None:
+            return self._local.get_weights()
+        import ray
+
+        return ray.get(self._actors[0].get_weights.remote())
+
+    def get_all_weights(self) -> list[dict[str, torch.Tensor]]:
+        """Every learner's weights (to check that replicas agree)."""
+        return self._call("get_weights", same=())
+
+    def get_state(self) -> dict[str, Any]:
+        return {"num_learners": self.num_learners, "learners": self._call("get_state")}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        states = state["learners"]
+        if len(states) != self.num_shards:
+            raise ValueError(f"the state holds {len(states)} learner(s), this group has {self.num_shards}")
+        self._call("set_state", list(states))
+
+    def shutdown(self) -> None:
+        if self._actors:
+            import ray
+
+            try:
+                ray.get([a.shutdown.remote() for a in self._actors], timeout=30)
+            except Exception:  # noqa: BLE001 - the actors are killed below either way
+                pass
+            for a in self._actors:
+                ray.kill(a)
+            self._actors = []

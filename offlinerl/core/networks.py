@@ -1,0 +1,124 @@
+"""Network building blocks: MLPs, a small CNN encoder, and ``EnsembleMLP`` (all
+members of a twin/ensemble critic in one batched matmul)."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from offlinerl.core.distributions import LOG_STD_MAX, LOG_STD_MIN, Categorical, Distribution, TanhGaussian
+
+__all__ = [
+    "activation",
+    "MLP",
+    "CNNEncoder",
+    "EnsembleMLP",
+    "Distribution",
+    "Categorical",
+    "TanhGaussian",
+    "LOG_STD_MIN",
+    "LOG_STD_MAX",
+]
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU, "gelu": nn.GELU}
+
+
+def activation(name: str) -> type[nn.Module]:
+    try:
+        return _ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}") from None
+
+
+class MLP(nn.Sequential):
+    """``in -> hidden... -> out`` with the activation between layers (none after the last)."""
+
+    def __init__(self, in_dim: int, hidden: Sequence[int], out_dim: int | None, act: str = "relu") -> None:
+        layers: list[nn.Module] = []
+        d = in_dim
+        for h in hidden:
+            layers += [nn.Linear(d, h), activation(act)()]
+            d = h
+        if out_dim is not None:
+            layers.append(nn.Linear(d, out_dim))
+            d = out_dim
+        super().__init__(*layers)
+        self.out_dim = d
+
+
+class CNNEncoder(nn.Module):
+    """Small conv encoder for flattened HWC images (values 0..255 or 0..1), then a linear layer.
+
+    Input ``[B, H*W*C]`` (how connectors flatten a Box image), output ``[B, out_dim]``.
+    """
+
+    def __init__(
+        self,
+        obs_shape: Sequence[int],
+        channels: Sequence[int] = (16, 32),
+        kernel: int = 3,
+        stride: int = 2,
+        out_dim: int = 256,
+        act: str = "relu",
+        scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if len(obs_shape) == 2:
+            obs_shape = (*obs_shape, 1)
+        if len(obs_shape) != 3:
+            raise ValueError(f"CNNEncoder needs an image shape (H, W[, C]), got {tuple(obs_shape)}")
+        self.obs_shape = tuple(int(s) for s in obs_shape)
+        self.scale = scale
+        convs: list[nn.Module] = []
+        c_in = self.obs_shape[2]
+        for c in channels:
+            convs += [nn.Conv2d(c_in, c, kernel, stride), activation(act)()]
+            c_in = c
+        self.convs = nn.Sequential(*convs, nn.Flatten())
+        with torch.no_grad():
+            n = self.convs(torch.zeros(1, self.obs_shape[2], *self.obs_shape[:2])).shape[1]
+        self.head = nn.Sequential(nn.Linear(n, out_dim), activation(act)())
+        self.out_dim = out_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w, c = self.obs_shape
+        img = x.reshape(-1, h, w, c).permute(0, 3, 1, 2) * self.scale  # [B, C, H, W]
+        return self.head(self.convs(img))
+
+
+class EnsembleMLP(nn.Module):
+    """``num_members`` independent MLPs evaluated together: ``[B, in]`` or ``[E, B, in]`` -> ``[E, B, out]``.
+
+    Each layer is one ``torch.baddbmm`` over the ensemble dimension, so twin
+    critics cost one kernel per layer instead of two.
+    """
+
+    def __init__(self, num_members: int, in_dim: int, out_dim: int, hidden: Sequence[int], act: str = "relu") -> None:
+        super().__init__()
+        self.num_members = num_members
+        dims = [in_dim, *hidden, out_dim]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for d_in, d_out in zip(dims[:-1], dims[1:]):
+            w = torch.empty(num_members, d_in, d_out)
+            b = torch.empty(num_members, 1, d_out)
+            bound = 1.0 / math.sqrt(d_in)  # nn.Linear's default init, per member
+            for e in range(num_members):
+                nn.init.kaiming_uniform_(w[e].T, a=math.sqrt(5))
+            nn.init.uniform_(b, -bound, bound)
+            self.weights.append(nn.Parameter(w))
+            self.biases.append(nn.Parameter(b))
+        self.act = activation(act)()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.num_members, -1, -1)  # [E, B, in]
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            x = torch.baddbmm(b, x, w)  # [E, B, d_out]
+            if i < last:
+                x = self.act(x)
+        return x

@@ -1,0 +1,166 @@
+"""Batch sources a Learner draws from, and picklable specs that build them inside a learner.
+
+- ``InMemorySource``: every transition as one contiguous tensor per column (on the
+  learner's device); a minibatch is one ``randint`` + one ``index_select`` per
+  column into reused buffers: no per-sample Python, no allocation per update.
+- ``StreamingSource``: ``iter_torch_batches`` over a Ray Dataset or a
+  ``streaming_split`` shard, with a local shuffle buffer; a new epoch starts when
+  one ends.
+- ``FixedBatchSource``: the same batch every time (tests, DDP equivalence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from offlinerl.core import columns as C
+
+__all__ = [
+    "InMemorySource",
+    "StreamingSource",
+    "FixedBatchSource",
+    "InMemorySpec",
+    "StreamingSpec",
+    "FixedBatchSpec",
+    "to_tensors",
+]
+
+
+def to_tensors(batch: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v).to(device) for k, v in batch.items()}
+
+
+class InMemorySource:
+    """Uniform random minibatches (with replacement) from arrays held in memory."""
+
+    def __init__(self, arrays: Mapping[str, Any], batch_size: int, seed: int, device: torch.device | str = "cpu",
+                 module_id: str = C.DEFAULT_MODULE_ID) -> None:
+        device = torch.device(device)
+        self.data = to_tensors(arrays, device)
+        lengths = {k: len(v) for k, v in self.data.items()}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"columns have different lengths: {lengths}")
+        self.size = next(iter(lengths.values()))
+        if self.size == 0:
+            raise ValueError("the dataset produced no transitions")
+        self.batch_size = batch_size
+        self.module_id = module_id
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self._idx = torch.empty(batch_size, dtype=torch.int64, device=device)
+        self._out = {k: torch.empty((batch_size, *v.shape[1:]), dtype=v.dtype, device=device) for k, v in self.data.items()}
+        self._batch = {module_id: self._out}
+
+    def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
+        torch.randint(self.size, (self.batch_size,), generator=self.generator, out=self._idx)
+        for k, v in self.data.items():
+            torch.index_select(v, 0, self._idx, out=self._out[k])
+        return self._batch
+
+    def get_state(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
+
+class StreamingSource:
+    """Batches streamed from a Ray Dataset or ``DataIterator`` (one learner's shard), epoch after epoch."""
+
+    def __init__(self, iterable: Any, batch_size: int, shuffle_buffer_size: int, prefetch_batches: int, seed: int,
+                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID) -> None:
+        self.iterable = iterable
+        self.batch_size = batch_size
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.prefetch_batches = prefetch_batches
+        self.seed = seed
+        self.device = torch.device(device)
+        self.module_id = module_id
+        self.epoch = 0
+        self._it = None
+
+    def _start_epoch(self) -> None:
+        self._it = iter(self.iterable.iter_torch_batches(
+            batch_size=self.batch_size,
+            local_shuffle_buffer_size=self.shuffle_buffer_size or None,
+            local_shuffle_seed=self.seed + self.epoch if self.shuffle_buffer_size else None,
+            drop_last=True,
+            prefetch_batches=self.prefetch_batches,
+            device=str(self.device),
+        ))
+        self.epoch += 1
+
+    def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
+        if self._it is None:
+            self._start_epoch()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self._start_epoch()
+            try:
+                batch = next(self._it)
+            except StopIteration:
+                raise RuntimeError(f"a data shard has fewer transitions than train_batch_size={self.batch_size}") from None
+        return {self.module_id: batch}
+
+    def get_state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        # A stream cannot be rewound exactly; resume starts a fresh epoch with the saved epoch number.
+        self.epoch = int(state.get("epoch", 0))
+        self._it = None
+
+
+class FixedBatchSource:
+    def __init__(self, batch: Mapping[str, Any], device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID) -> None:
+        self._batch = {module_id: to_tensors(batch, device)}
+
+    def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
+        return self._batch
+
+    def get_state(self) -> dict[str, Any]:
+        return {}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+@dataclass
+class InMemorySpec:
+    """Arrays (or an ObjectRef to them) + sampling settings; ``build`` runs inside the learner."""
+
+    arrays: Any
+    batch_size: int
+    seed: int
+
+    def build(self, device: torch.device) -> InMemorySource:
+        arrays = self.arrays
+        if type(arrays).__name__ == "ObjectRef":
+            import ray
+
+            arrays = ray.get(arrays)
+        return InMemorySource(arrays, self.batch_size, self.seed, device)
+
+
+@dataclass
+class StreamingSpec:
+    iterable: Any
+    batch_size: int
+    shuffle_buffer_size: int
+    prefetch_batches: int
+    seed: int
+
+    def build(self, device: torch.device) -> StreamingSource:
+        return StreamingSource(self.iterable, self.batch_size, self.shuffle_buffer_size, self.prefetch_batches, self.seed, device)
+
+
+@dataclass
+class FixedBatchSpec:
+    batch: Mapping[str, Any]
+
+    def build(self, device: torch.device) -> FixedBatchSource:
+        return FixedBatchSource(self.batch, device)

@@ -1,0 +1,105 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from offlinerl.core import columns as C
+from offlinerl.core.default_module import DefaultRLModule
+from offlinerl.core.learner import Learner
+from offlinerl.core.loss import LossOut
+from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+
+OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
+
+
+class Cfg:
+    lr = 0.1
+    seed = 0
+    grad_clip = None
+
+
+class CoupledLearner(Learner):
+    """The actor loss is written naively: it reads V(s) without detaching it."""
+
+    def configure_optimizers_for_module(self, module_id, module):
+        return {"actor": torch.optim.SGD(list(module.policy_parameters()), lr=0.1),
+                "value": torch.optim.SGD(list(module.value_parameters()), lr=0.1)}
+
+    def compute_loss_for_module(self, module_id, module, batch, fwd_out):
+        logp = fwd_out[C.ACTION_DIST].log_prob(batch[C.ACTIONS])
+        actor = -(fwd_out[C.VALUES] * logp).mean()
+        value = 0.0 * fwd_out[C.VALUES].mean()
+        return LossOut(losses={"actor": actor, "value": value}, metrics={"v": fwd_out[C.VALUES].mean()})
+
+
+def _spec(value_head=True):
+    return MultiRLModuleSpec.single(RLModuleSpec(DefaultRLModule, OBS, gym.spaces.Discrete(2), {"hidden": [8], "value_head": value_head}))
+
+
+def _batch(n=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {C.OBS: torch.randn(n, 3, generator=g), C.ACTIONS: torch.randint(0, 2, (n,), generator=g)}
+
+
+def test_gradient_isolation_actor_loss_moves_no_value_parameter():
+    learner = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    m = learner.module[C.DEFAULT_MODULE_ID]
+    v_before = [p.detach().clone() for p in m.value_parameters()]
+    pi_before = [p.detach().clone() for p in m.policy_parameters()]
+    learner.update(_batch())
+    assert all(torch.equal(a, b) for a, b in zip(v_before, m.value_parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(pi_before, m.policy_parameters()))
+
+
+def test_shared_parameters_in_two_optimizers_are_refused():
+    class Bad(CoupledLearner):
+        def configure_optimizers_for_module(self, module_id, module):
+            return {"actor": torch.optim.SGD(module.parameters(), lr=0.1), "value": torch.optim.SGD(module.value_parameters(), lr=0.1)}
+
+    with pytest.raises(ValueError, match="exactly one optimizer"):
+        Bad(config=Cfg(), module_spec=_spec()).build()
+
+
+def test_loss_without_optimizer_is_a_clear_error():
+    class Missing(CoupledLearner):
+        def configure_optimizers_for_module(self, module_id, module):
+            return {"actor": torch.optim.SGD(module.parameters(), lr=0.1)}
+
+    learner = Missing(config=Cfg(), module_spec=_spec()).build()
+    with pytest.raises(KeyError, match="'value'.*no optimizer"):
+        learner.update(_batch())
+
+
+class _Fixed:
+    def __init__(self, batches):
+        self.batches, self.i = batches, 0
+
+    def next_batch(self):
+        self.i += 1
+        return self.batches[(self.i - 1) % len(self.batches)]
+
+
+def test_run_updates_averages_metrics_and_counts():
+    learner = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    ref = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    batches = [_batch(seed=s) for s in range(3)]
+    out = learner.run_updates(_Fixed(batches), 3)
+    vals = [ref.update(b)["losses/actor"].item() for b in batches]
+    assert out["losses/actor"] == pytest.approx(np.mean(vals), rel=1e-5)
+    assert out["learner/updates"] == 3.0
+
+
+def test_grad_clip_reports_norm_and_state_round_trip_is_exact():
+    class Clip(Cfg):
+        grad_clip = 0.01
+
+    a = CoupledLearner(config=Clip(), module_spec=_spec()).build()
+    m = a.update(_batch())
+    assert "learner/grad_norm/actor" in m
+    state = a.get_state()
+    b = CoupledLearner(config=Clip(), module_spec=_spec()).build()
+    b.set_state(state)
+    a.update(_batch(seed=5))
+    b.update(_batch(seed=5))
+    for (k, x), (_, y) in zip(a.module.state_dict().items(), b.module.state_dict().items()):
+        assert torch.equal(x, y), k
