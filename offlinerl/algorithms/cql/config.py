@@ -2,20 +2,21 @@
 
 Defaults follow the paper's MuJoCo settings and the common reference
 implementations (critic lr 3e-4, actor lr 1e-4, τ = 0.005, 10 sampled actions,
-conservative weight 5, fixed weight unless `lagrangian`).
+conservative weight 5, fixed weight unless `lagrangian`). The shared ``lr`` of
+``AlgorithmConfig`` is not used: each optimizer has its own rate below.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+
 __all__ = ["CQLConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class CQLConfig:
-    gamma: float = 0.99
-    """Discount factor of the TD target."""
+class CQLConfig(AlgorithmConfig):
     tau: float = 0.005
     """Polyak rate of the target critics, applied after every update."""
     actor_lr: float = 1e-4
@@ -52,7 +53,7 @@ class CQLConfig:
     """Subtract α·log π(a'|s') in the TD target (SAC-style soft backup)."""
 
     def __post_init__(self) -> None:
-        _check(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must lie in [0, 1]")
+        super().__post_init__()
         _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
         for name in ("actor_lr", "critic_lr", "alpha_lr", "cql_alpha_lr", "initial_alpha",
                      "initial_cql_alpha", "cql_temperature", "max_cql_alpha"):
@@ -62,7 +63,10 @@ class CQLConfig:
         _check(self.num_sampled_actions >= 1, "num_sampled_actions", self.num_sampled_actions, "must be >= 1")
         _check(self.bc_warmup_updates >= 0, "bc_warmup_updates", self.bc_warmup_updates, "must be >= 0")
 
+    def module_config(self) -> dict:
+        return {**super().module_config(), "num_critics": self.num_critics}
+
 
 def _check(ok: bool, field: str, value: object, rule: str) -> None:
     if not ok:
-        raise ValueError(f"CQLConfig.{field}={value!r}: {rule}")
+        raise ConfigError(f"{field}: {rule}, got {value!r}")

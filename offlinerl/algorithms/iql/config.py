@@ -1,20 +1,21 @@
 """IQL configuration (Kostrikov et al. 2021, "Offline RL with Implicit Q-Learning").
 
 Defaults are the paper's MuJoCo locomotion settings: expectile 0.7,
-temperature β = 3, weights clipped at 100, lr 3e-4 everywhere, τ = 0.005.
+temperature β = 3, weights clipped at 100, lr 3e-4 everywhere, τ = 0.005. The
+shared ``lr`` of ``AlgorithmConfig`` is not used: each optimizer has its own rate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+
 __all__ = ["IQLConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class IQLConfig:
-    gamma: float = 0.99
-    """Discount factor of the TD target."""
+class IQLConfig(AlgorithmConfig):
     tau: float = 0.005
     """Polyak rate of the target critics, applied after every update."""
     actor_lr: float = 3e-4
@@ -33,7 +34,7 @@ class IQLConfig:
     """Clip of the advantage weights exp(β·A)."""
 
     def __post_init__(self) -> None:
-        _check(0.0 <= self.gamma <= 1.0, "gamma", self.gamma, "must lie in [0, 1]")
+        super().__post_init__()
         _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
         _check(0.0 < self.expectile < 1.0, "expectile", self.expectile, "must lie in (0, 1)")
         for name in ("actor_lr", "critic_lr", "value_lr", "max_weight"):
@@ -41,7 +42,10 @@ class IQLConfig:
         _check(self.beta >= 0, "beta", self.beta, "must be >= 0")
         _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
 
+    def module_config(self) -> dict:
+        return {**super().module_config(), "num_critics": self.num_critics, "value_head": True}
+
 
 def _check(ok: bool, field: str, value: object, rule: str) -> None:
     if not ok:
-        raise ValueError(f"IQLConfig.{field}={value!r}: {rule}")
+        raise ConfigError(f"{field}: {rule}, got {value!r}")
