@@ -11,10 +11,10 @@ import pytest
 
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.algorithms.online.config import FinetunePipeline, OnlineConfig, load_finetune_pipeline
-from offlinerl.algorithms.online.finetune import close_episodes, run_finetune
-from offlinerl.algorithms.pipeline import StopConfig
+from offlinerl.algorithms.online.config import load_finetune_pipeline
+from offlinerl.algorithms.online.finetune import close_episodes
 from offlinerl.cli import collect as collect_cli
+from offlinerl.cli import finetune as finetune_cli
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
 from offlinerl.env.collect import CollectConfig, collect
 
@@ -34,13 +34,20 @@ def bc_checkpoint(tmp_path_factory, ray_session):
     return root / "ckpt"
 
 
-def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, tmp_path):
-    pipeline = FinetunePipeline(
-        checkpoint=str(bc_checkpoint), config={"updates_per_iteration": 10},
-        online=OnlineConfig(algorithm="marwil", env_steps_per_iteration=150, num_envs=2, online_fraction=0.5),
-        stop=StopConfig(iterations=2),
+def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, tmp_path, capsys):
+    pipeline_file = tmp_path / "ft.yaml"
+    pipeline_file.write_text(
+        "config: {updates_per_iteration: 10}\n"
+        "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, online_fraction: 0.5}\n"
+        "stop: {iterations: 2}\n"
     )
-    result = run_finetune(pipeline, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
+    parser = argparse.ArgumentParser()
+    finetune_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+                              "--no-progress"])
+    assert args.func(args) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert "checkpoint's own" in capsys.readouterr().out
     # Nothing lost in the hand-over: same weights, same connector state, same evaluation episodes.
     assert result["initial_eval_return"] == result["checkpoint_eval_return"]
     assert result["iterations"] == 2 and result["env_steps"] >= 300 and result["updates"] == 20
