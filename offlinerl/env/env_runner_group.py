@@ -41,7 +41,12 @@ def _split(total: int, parts: int) -> list[int]:
 
 
 class EnvRunnerGroup:
-    """``num_env_runners`` EnvRunner actors; ``0`` runs one EnvRunner in this process."""
+    """``num_env_runners`` EnvRunner actors; ``0`` runs one EnvRunner in this process.
+
+    Each actor reserves ``num_cpus_per_env_runner`` CPUs (scaled down when the
+    runners would need more than the cluster has); ``max_restarts`` bounds how
+    many dead runners are replaced over the group's life.
+    """
 
     def __init__(
         self,
@@ -79,6 +84,11 @@ class EnvRunnerGroup:
             from offlinerl.ray_utils import init_ray
 
             init_ray()
+            cpus = float(ray.cluster_resources().get("CPU", 1.0))
+            if num_cpus_per_env_runner * num_env_runners > cpus:
+                # More runners than CPUs: share them rather than wait forever for actors that cannot start.
+                num_cpus_per_env_runner = cpus / num_env_runners
+            self._num_cpus = num_cpus_per_env_runner
             self._remote_cls = ray.remote(num_cpus=num_cpus_per_env_runner, max_restarts=0)(EnvRunner)
             self._actors = [self._new_actor(i) for i in range(num_env_runners)]
             probe = config.make_env()

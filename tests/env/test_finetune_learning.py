@@ -15,7 +15,7 @@ from offlinerl.algorithms.registry import get_algorithm
 REPO = Path(__file__).resolve().parents[2]
 
 #: (algorithm, pretraining updates, batch size, hidden width, required gain in return).
-CASES = [("iql", 1000, 256, 64, 300.0), ("cql", 500, 128, 64, 300.0)]
+CASES = [("iql", 1000, 256, 128, 300.0), ("cql", 500, 256, 64, 300.0)]
 
 
 @pytest.mark.slow
