@@ -75,6 +75,11 @@ class ReplayBuffer:
         self._size = min(self._size + n, self.capacity)
         self.num_added += n
 
+    @property
+    def columns(self) -> dict[str, torch.Tensor]:
+        """The preallocated column tensors (rows ``[0, len)`` are filled)."""
+        return self._columns
+
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
         return {k: v[idx] for k, v in self._columns.items()}
 
@@ -125,12 +130,14 @@ class MixedBatchSource:
         self.online = online
         self.offline = {k: _tensor(v, online.device) for k, v in offline.items()}
         self._num_offline = _num_rows(self.offline) if self.offline else 0
-        if self._num_offline == 0 and online_fraction < 1.0:
-            raise ValueError("offline transitions are empty; use online_fraction=1.0 for purely online replay")
+        if self._num_offline == 0:
+            raise ValueError("the offline transitions are empty (they also define the batch's columns)")
         self.batch_size = batch_size
         self.online_fraction = online_fraction
         self.module_id = module_id
         self.generator = torch.Generator().manual_seed(seed)
+        self._out: dict[str, torch.Tensor] | None = None
+        self._idx: torch.Tensor | None = None
 
     def num_online(self) -> int:
         """Online transitions in the next batch."""
@@ -139,20 +146,29 @@ class MixedBatchSource:
         return int(round(self.online_fraction * self.batch_size))
 
     def next_batch(self) -> dict[str, Any]:
+        """One mixed batch, gathered into buffers reused across calls (no allocation per update)."""
         n_on = self.num_online()
         n_off = self.batch_size - n_on
-        parts = []
+        if self._out is None:
+            self._out = {k: torch.empty((self.batch_size, *v.shape[1:]), dtype=v.dtype, device=v.device)
+                         for k, v in self.offline.items()}
+            self._idx = torch.empty(self.batch_size, dtype=torch.int64)
+        out, idx = self._out, self._idx
         if n_off:
-            idx = torch.randint(self._num_offline, (n_off,), generator=self.generator).to(self.online.device)
-            parts.append({k: v[idx] for k, v in self.offline.items()})
+            torch.randint(self._num_offline, (n_off,), generator=self.generator, out=idx[:n_off])
+            off_idx = idx[:n_off].to(self.online.device)
+            for k, v in self.offline.items():
+                torch.index_select(v, 0, off_idx, out=out[k][:n_off])
         if n_on:
-            part = self.online.sample(n_on, self.generator)
-            missing = set(self.offline) - set(part)
+            torch.randint(len(self.online), (n_on,), generator=self.generator, out=idx[n_off:])
+            on_idx = idx[n_off:].to(self.online.device)
+            columns = self.online.columns
+            missing = set(out) - set(columns)
             if missing:
                 raise KeyError(f"online transitions lack offline columns {sorted(missing)}")
-            parts.append({k: part[k] for k in (self.offline or part)})
-        batch = parts[0] if len(parts) == 1 else {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-        return {self.module_id: batch} if self.module_id is not None else batch
+            for k in out:
+                torch.index_select(columns[k], 0, on_idx, out=out[k][n_off:])
+        return {self.module_id: out} if self.module_id is not None else out
 
     def get_state(self) -> dict[str, Any]:
         return {"generator": self.generator.get_state(), "online": self.online.get_state()}

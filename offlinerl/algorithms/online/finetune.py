@@ -118,6 +118,8 @@ class Finetuner:
         env_kwargs = online.env_kwargs or (dict(ev.env_kwargs) if online.env is None else {})
         module_spec = algo.module_spec.specs[C.DEFAULT_MODULE_ID]
         policy = ModulePolicyFactory(module_spec)
+        # Only what acting needs travels to the runners (no critics, no target networks).
+        self._acting_keys = set(module_spec.build(inference_only=True).state_dict())
         connectors = PipelineConnectors(algo.env_to_module, ActionsToEnv(algo.offline_data.action_space))
         self.runners = EnvRunnerGroup(
             EnvRunnerConfig(env=env_id, env_kwargs=env_kwargs, num_envs=online.num_envs, seed=config.seed,
@@ -140,8 +142,9 @@ class Finetuner:
         self.sync_weights()
 
     def sync_weights(self) -> None:
+        weights = module_weights(self.algo.learner_group.get_weights(), C.DEFAULT_MODULE_ID)
         state = {
-            "policy": module_weights(self.algo.learner_group.get_weights(), C.DEFAULT_MODULE_ID),
+            "policy": {k: v for k, v in weights.items() if k in self._acting_keys},
             "connectors": self.algo.env_to_module.get_state(),
             "weights_seq_no": self.weights_seq_no,
         }
