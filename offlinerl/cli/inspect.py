@@ -1,0 +1,49 @@
+"""``offlinerl inspect PATH``: what is in an episode dataset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "inspect",
+        help="summarise an episode dataset (counts, returns, lengths, actions, observations)",
+        description="Summarise an episode parquet dataset: episode/step counts, return and length "
+        "distributions (min, mean, std, p5/p25/p50/p75/p95, max), terminated/truncated counts, the action "
+        "histogram (Discrete) or per-dimension action statistics, and per-dimension observation statistics. "
+        "Runs as a Ray Data job, so datasets larger than memory work.",
+    )
+    parser.add_argument("path", metavar="PATH", help="dataset directory (dataset.json + *.parquet)")
+    parser.add_argument("--plot", metavar="FILE.png", help="also draw return and length histograms into this PNG")
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON instead of text")
+    parser.add_argument(
+        "--max-dims", type=int, default=16, metavar="N", help="dimensions listed per leaf in the text (default 16)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from offlinerl.episodes.info import DatasetInfoError
+    from offlinerl.cli.validate import quiet_ray_data
+    from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_stats
+
+    quiet_ray_data()
+
+    try:
+        stats = dataset_stats(args.path)
+    except (DatasetInfoError, StatsError) as exc:
+        print(f"offlinerl inspect: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print(format_stats(stats, max_dims=args.max_dims))
+    if args.plot:
+        out = plot_stats(stats, args.plot)
+        print(f"wrote {out}", file=sys.stderr if args.json else sys.stdout)
+    return 0

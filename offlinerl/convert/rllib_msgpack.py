@@ -1,0 +1,219 @@
+"""Decoding RLlib new-stack episode states (``output_write_episodes=True``) without pickle.
+
+Each parquet row holds ``msgpack.packb(SingleAgentEpisode.get_state(),
+default=msgpack_numpy.encode)``. msgpack-numpy writes an array as a map with keys
+``nd`` (array or scalar), ``type`` (dtype string), ``kind``, ``shape`` and
+``data`` (raw bytes); plain msgpack plus :func:`_decode_ndarray` rebuilds it.
+Object arrays (``|O``) and structured dtypes (``kind == "V"``) are the cases
+where msgpack-numpy pickles or needs ``eval``; they are refused.
+
+Spaces come in RLlib's ``gym_space_to_dict`` form; Box bounds and MultiDiscrete
+``nvec`` are ``base64(zlib(.npy bytes))`` and are read with
+``np.load(allow_pickle=False)``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import msgpack
+import numpy as np
+
+from offlinerl.convert.packing import PackedDecodeError, RefusedPickleError
+from offlinerl.episodes.arrow import batch_len, batch_map
+
+__all__ = ["EpisodeStateError", "EpisodeChunk", "decode_state", "space_from_rllib", "chunk_from_state"]
+
+
+class EpisodeStateError(ValueError):
+    """An episode record that cannot be decoded safely or is inconsistent."""
+
+
+def _key(k: Any) -> Any:
+    return k.decode("utf-8") if isinstance(k, bytes) else k
+
+
+def _decode_ndarray(obj: dict) -> Any:
+    """msgpack ``object_hook``: rebuild msgpack-numpy arrays and scalars, refuse pickles."""
+    keys = {_key(k): v for k, v in obj.items()}
+    if "nd" not in keys or "data" not in keys:
+        if keys.get("complex") is True:
+            return complex(_key(keys["data"]))
+        return {_key(k): v for k, v in obj.items()}
+    kind = _key(keys.get("kind", b"")) or ""
+    descr = keys.get("type")
+    if kind == "V" or not isinstance(descr, (str, bytes)):
+        raise EpisodeStateError(f"refused structured/void array (type {descr!r}): msgpack-numpy would eval/pickle it")
+    try:
+        dtype = np.dtype(_key(descr))
+    except TypeError as exc:
+        raise EpisodeStateError(f"unknown array dtype {descr!r}") from exc
+    if dtype.hasobject:
+        raise RefusedPickleError(f"refused object array (dtype {dtype.str}): its data is a pickle")
+    data = keys["data"]
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise EpisodeStateError(f"array data is {type(data).__name__}, expected bytes")
+    flat = np.frombuffer(bytes(data), dtype=dtype)
+    if keys["nd"]:
+        return flat.reshape(tuple(keys.get("shape") or ())).copy()
+    if flat.size != 1:
+        raise EpisodeStateError(f"numpy scalar holds {flat.size} values")
+    return flat[0]
+
+
+def decode_state(raw: bytes) -> dict[str, Any]:
+    """msgpack bytes -> episode state dict (str keys, numpy arrays); no pickle is run."""
+    try:
+        state = msgpack.unpackb(raw, raw=False, object_hook=_decode_ndarray, strict_map_key=False)
+    except (EpisodeStateError, PackedDecodeError):
+        raise
+    except Exception as exc:  # msgpack raises several unrelated types on corrupt input
+        raise EpisodeStateError(f"not a valid msgpack record: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(state, dict):
+        raise EpisodeStateError(f"record is a {type(state).__name__}, expected an episode state map")
+    return state
+
+
+def _ndarray_field(text: Any, what: str) -> np.ndarray:
+    try:
+        payload = zlib.decompress(base64.b64decode(_key(text), validate=True))
+    except (binascii.Error, ValueError, zlib.error, TypeError) as exc:
+        raise EpisodeStateError(f"space {what}: bad base64/zlib array: {exc}") from exc
+    try:  # the .npy format; object arrays (which would need pickle) are refused by allow_pickle=False
+        return np.load(io.BytesIO(payload), allow_pickle=False)
+    except ValueError as exc:
+        raise EpisodeStateError(f"space {what}: not a plain .npy array: {exc}") from exc
+
+
+def space_from_rllib(d: Any) -> gym.Space:
+    """Convert RLlib's ``gym_space_to_dict`` form into a gymnasium space."""
+    if not isinstance(d, dict) or "space" not in d:
+        raise EpisodeStateError(f"not an RLlib space dict: {d!r:.200}")
+    kind = _key(d["space"])
+    if kind == "box":
+        low, high = _ndarray_field(d["low"], "low"), _ndarray_field(d["high"], "high")
+        dtype = np.dtype(_key(d.get("dtype", "float32")))
+        return gym.spaces.Box(low=low, high=high, shape=tuple(d["shape"]), dtype=dtype)
+    if kind == "discrete":
+        return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
+    if kind == "multi-binary":
+        return gym.spaces.MultiBinary(d["n"])
+    if kind == "multi-discrete":
+        nvec = _ndarray_field(d["nvec"], "nvec")
+        return gym.spaces.MultiDiscrete(nvec, dtype=np.dtype(_key(d.get("dtype", "int64"))))
+    if kind == "tuple":
+        return gym.spaces.Tuple([space_from_rllib(s) for s in d["spaces"]])
+    if kind == "dict":
+        return gym.spaces.Dict({_key(k): space_from_rllib(s) for k, s in d["spaces"].items()})
+    raise EpisodeStateError(f"unsupported RLlib space type {kind!r}")
+
+
+def _stack(items: list[Any], dtype: Any = None) -> Any:
+    """Stack a list of per-step values (arrays, scalars or dicts/tuples of them) into a batch."""
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: _stack([it[k] for it in items], dtype) for k in first}
+    if isinstance(first, (tuple, list)) and not isinstance(first, np.ndarray):
+        return tuple(_stack([it[i] for it in items], dtype) for i in range(len(first)))
+    return np.asarray(np.stack([np.asarray(x) for x in items]), dtype=dtype)
+
+
+def _buffer(buf: Any, name: str, expected: int, dtype: Any = None) -> Any:
+    """The part of a lookback-buffer state that belongs to this chunk.
+
+    ``data`` holds ``lookback`` entries of the previous chunk followed by this
+    chunk's own ``expected`` entries; finalized buffers hold one batch instead
+    of a list of per-step values.
+    """
+    if not isinstance(buf, dict) or "data" not in buf:
+        raise EpisodeStateError(f"{name}: missing lookback buffer")
+    lookback = int(buf.get("lookback") or 0)
+    data = buf["data"]
+    if buf.get("finalized"):
+        data = _as_batch(data)
+        n = batch_len(data)
+    elif isinstance(data, list):
+        n = len(data)
+    else:
+        raise EpisodeStateError(f"{name}: buffer data is {type(data).__name__}, expected a list")
+    if n != lookback + expected:
+        raise EpisodeStateError(f"{name}: {n} entries, expected lookback {lookback} + {expected} of this chunk")
+    if buf.get("finalized"):
+        return batch_map(lambda a: np.asarray(a[lookback:], dtype=dtype), data)
+    return _stack(data[lookback:], dtype)
+
+
+def _as_batch(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _as_batch(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)) and data and isinstance(data[0], (np.ndarray, dict, list)):
+        return tuple(_as_batch(v) for v in data)
+    return np.asarray(data)
+
+
+@dataclass
+class EpisodeChunk:
+    """One decoded record: a chunk of an episode, starting at env step ``t_started``."""
+
+    id: str
+    t_started: int
+    obs: Any
+    actions: Any
+    rewards: np.ndarray
+    terminated: bool
+    truncated: bool
+    agent_id: str | None = None
+    module_id: str | None = None
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+    infos: list[Any] | None = None
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+
+def chunk_from_state(state: dict[str, Any]) -> EpisodeChunk:
+    """Cut an episode state into the data of its own chunk (the lookback part is a previous chunk's)."""
+    if "agent_episodes" in state:
+        raise EpisodeStateError("a MultiAgentEpisode record: only SingleAgentEpisode records are supported (issue 3)")
+    try:
+        t0, t1 = int(state["t_started"]), int(state["t"])
+        eid = _key(state["id_"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EpisodeStateError(f"missing or bad id_/t_started/t: {exc}") from exc
+    steps = t1 - t0
+    if steps < 1:
+        raise EpisodeStateError(f"episode {eid!r}: chunk has {steps} steps (t_started={t0}, t={t1})")
+    obs = _buffer(state.get("observations"), "observations", steps + 1)
+    actions = _buffer(state.get("actions"), "actions", steps)
+    rewards = np.asarray(_buffer(state.get("rewards"), "rewards", steps, np.float64), dtype=np.float64).reshape(-1)
+    extras = {}
+    for name, buf in (state.get("extra_model_outputs") or {}).items():
+        extras[_key(name)] = np.asarray(_buffer(buf, f"extra_model_outputs.{_key(name)}", steps))
+    infos = None
+    if isinstance(state.get("infos"), dict):
+        all_infos = _buffer_list(state["infos"], steps + 1)
+        infos = all_infos[1:] if all_infos is not None else None
+    terminated, truncated = bool(state.get("is_terminated")), bool(state.get("is_truncated"))
+    if terminated and truncated:
+        raise EpisodeStateError(f"episode {eid!r}: both is_terminated and is_truncated")
+    return EpisodeChunk(
+        id=str(eid), t_started=t0, obs=obs, actions=actions, rewards=rewards,
+        terminated=terminated, truncated=truncated,
+        agent_id=None if state.get("agent_id") is None else str(_key(state["agent_id"])),
+        module_id=None if state.get("module_id") is None else str(_key(state["module_id"])),
+        extras=extras, infos=infos,
+    )
+
+
+def _buffer_list(buf: dict, expected: int) -> list[Any] | None:
+    data, lookback = buf.get("data"), int(buf.get("lookback") or 0)
+    if not isinstance(data, list) or len(data) != lookback + expected:
+        return None
+    return list(data[lookback:])
+

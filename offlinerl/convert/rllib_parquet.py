@@ -1,0 +1,377 @@
+"""Convert RLlib new-API-stack parquet recordings into an episode dataset.
+
+Two layouts are detected from the first readable file:
+
+- ``columns`` (``output_write_episodes=False``): one row per env step with
+  ``eps_id, agent_id, module_id, obs, actions, rewards, new_obs, terminateds,
+  truncateds`` and extra model outputs; ``obs``/``new_obs`` usually packed by
+  RLlib's ``pack()``. See :mod:`offlinerl.convert.rllib_columns`.
+- ``episodes`` (``output_write_episodes=True``): one binary column ``item``
+  holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib_chunks`.
+
+Both run as Ray Data jobs: read (file, row group) pieces with
+``map_batches``, group rows by episode with ``groupby(...).map_groups``,
+materialise, then write atomically. Unreadable records are quarantined to
+``OUT/_quarantine/records.jsonl`` and counted; exact re-writes of steps or
+chunks (RLlib may write rows again at each flush) are dropped and counted;
+anything overlapping but different is quarantined, never merged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from offlinerl.convert import rllib_chunks, rllib_columns
+from offlinerl.convert.packing import PackedDecodeError
+from offlinerl.convert.rllib_common import (
+    BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
+)
+from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
+from offlinerl.episodes import schema as S
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory, write_dataset
+
+__all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout", "QUARANTINE_FILE"]
+
+QUARANTINE_DIR = "_quarantine"
+QUARANTINE_FILE = "records.jsonl"
+CONVERTER = "offlinerl.convert.rllib_parquet"
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion read, wrote, dropped and quarantined (also stored in dataset.json provenance)."""
+
+    layout: str
+    files: int = 0
+    records_read: int = 0
+    records_quarantined: int = 0
+    files_unreadable: int = 0
+    episodes: int = 0
+    steps: int = 0
+    rows: int = 0
+    terminated: int = 0
+    truncated: int = 0
+    truncated_by_recording: int = 0
+    duplicate_records_dropped: int = 0
+    episodes_with_duplicates: int = 0
+    episodes_quarantined: int = 0
+    spaces_from: str = ""
+    notes: list[str] = field(default_factory=list)
+    output: str = ""
+
+    @property
+    def quarantined(self) -> bool:
+        return bool(self.records_quarantined or self.files_unreadable)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        unit = "step rows" if self.layout == "columns" else "episode records"
+        lines = [
+            f"RLlib new-stack parquet ({self.layout} layout) -> {self.output}",
+            f"  files read:            {self.files}" + (f" ({self.files_unreadable} unreadable)" if self.files_unreadable else ""),
+            f"  {unit + ' read:':<23}{self.records_read}",
+            f"  episodes written:      {self.episodes} ({self.steps} steps, {self.rows} rows)",
+            f"    terminated:          {self.terminated}",
+            f"    truncated:           {self.truncated} (of which cut by the end of the recording: {self.truncated_by_recording})",
+            f"  exact re-writes dropped: {self.duplicate_records_dropped} {unit} in {self.episodes_with_duplicates} episodes",
+            f"  quarantined:           {self.records_quarantined} {unit}, {self.episodes_quarantined} episodes"
+            + (f" -> {Path(self.output) / QUARANTINE_DIR / QUARANTINE_FILE}" if self.quarantined else ""),
+            f"  spaces:                {self.spaces_from}",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def find_parquet_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Files, directories (searched recursively for ``*.parquet``) or globs -> files sorted by path."""
+    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    found: set[Path] = set()
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            found.update(f for f in p.rglob("*.parquet") if f.is_file())
+        elif p.is_file():
+            found.add(p)
+        else:
+            matches = [Path(m) for m in glob.glob(str(item), recursive=True)]
+            if not matches:
+                raise FileNotFoundError(f"{item}: no such file, directory or glob match")
+            for m in matches:
+                found.update(m.rglob("*.parquet") if m.is_dir() else [m])
+    files = sorted(f.resolve() for f in found)
+    if not files:
+        raise FileNotFoundError(f"no *.parquet files under {', '.join(map(str, items))}")
+    return files
+
+
+def detect_layout(schema: pa.Schema) -> str:
+    """``episodes`` for a binary ``item`` column, ``columns`` for per-step rows; else ValueError."""
+    names = set(schema.names)
+    item = rllib_chunks.ITEM_COLUMN
+    if item in names and (pa.types.is_binary(schema.field(item).type) or pa.types.is_large_binary(schema.field(item).type)):
+        return "episodes"
+    if {"eps_id", "obs", "actions"} <= names:
+        return "columns"
+    raise ValueError(f"not an RLlib new-stack recording: columns {sorted(names)} (expected 'item', or eps_id/obs/actions/...)")
+
+
+def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
+    try:
+        env = gym.make(env_id)
+    except Exception as exc:  # gymnasium raises its own error types, or the env's import errors
+        raise ValueError(f"--env {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
+    try:
+        spaces = env.observation_space, env.action_space
+    finally:
+        env.close()
+    try:
+        spec = json.loads(gym.spec(env_id).to_json())
+    except Exception:  # an env spec with non-JSON kwargs: keep the id only
+        spec = None
+    return spaces[0], spaces[1], spec
+
+
+def _first_chunk(files: Sequence[Path], limit: int = 1000):
+    """The first decodable episode record (to learn spaces and extra columns)."""
+    seen, first_error = 0, None
+    for f in files:
+        for raw in pq.read_table(f, columns=["item"]).column("item").to_pylist():
+            seen += 1
+            try:
+                state = decode_state(raw)
+                return state, chunk_from_state(state)
+            except (EpisodeStateError, ValueError, TypeError, KeyError) as exc:
+                first_error = first_error or f"{f}: {type(exc).__name__}: {exc}"
+            if seen >= limit:
+                break
+    raise ValueError(f"none of the first {seen} episode records could be decoded (first problem: {first_error})")
+
+
+def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, list[str]]:
+    head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=100, columns=["obs", "actions"]))
+    first, value = None, None
+    for i, obs in enumerate(head.column("obs").to_pylist()):  # the first row whose obs decodes
+        try:
+            value = np.asarray(rllib_columns.unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
+        except (PackedDecodeError, ValueError, TypeError):
+            continue
+        first = pa.Table.from_batches([head]).slice(i, 1)
+        break
+    if first is None or value is None or value.dtype.kind not in "fiub":
+        raise ValueError(f"cannot infer the observation space from {files[0]}: pass --env or --observation-space")
+    obs_space = gym.spaces.Box(-np.inf, np.inf, shape=value.shape, dtype=value.dtype)
+    act_type = rllib_columns.plain(first.column("actions")).type
+    if pa.types.is_integer(act_type):
+        import ray.data
+
+        per_file = ray.data.from_items([{"path": str(f)} for f in files]).map_batches(
+            _max_action, batch_format="pyarrow", batch_size=1).take_all()  # no aggregate: it would shuffle
+        top = max((r["max"] for r in per_file if r["max"] is not None), default=0)
+        act_space: gym.Space = gym.spaces.Discrete(int(top) + 1)
+    else:
+        a = np.asarray(first.column("actions")[0].as_py(), dtype=np.float32)
+        act_space = gym.spaces.Box(-np.inf, np.inf, shape=a.shape, dtype=np.float32)
+    notes = [f"spaces inferred from the data: observation {obs_space}, action {act_space} "
+             "(pass --env or --observation-space/--action-space for the real bounds)"]
+    return obs_space, act_space, notes
+
+
+def _max_action(batch: pa.Table) -> pa.Table:
+    """Largest action of each file (to infer a Discrete action space)."""
+    tops = []
+    for path in batch.column("path").to_pylist():
+        try:
+            tops.append(pc.max(pq.read_table(path, columns=["actions"]).column(0)).as_py())
+        except (OSError, pa.ArrowException, KeyError):  # unreadable files are quarantined by the conversion
+            tops.append(None)
+    return pa.table({"max": pa.array(tops, pa.int64())})
+
+
+@dataclass
+class _Scan:
+    """What the footers of the input files say: readable files, their row-group pieces, the layout."""
+
+    layout: str | None = None
+    readable: list[str] = field(default_factory=list)
+    pieces: list[dict[str, int]] = field(default_factory=list)
+    rows: int = 0
+    quarantine: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _scan(files: Sequence[Path]) -> _Scan:
+    scan = _Scan()
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+            layout = detect_layout(meta.schema.to_arrow_schema())
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            scan.quarantine.append(record(str(f), None, f"unreadable file: {type(exc).__name__}: {exc}"))
+            continue
+        scan.layout = scan.layout or layout
+        if layout != scan.layout:
+            scan.quarantine.append(record(str(f), None, f"file has the {layout} layout, the recording the "
+                                                        f"{scan.layout} layout"))
+            continue
+        offset = 0
+        for g in range(meta.num_row_groups):
+            scan.pieces.append({"file_index": len(scan.readable), "row_group": g, "row_offset": offset})
+            offset += meta.row_group(g).num_rows
+        scan.readable.append(str(f))
+        scan.rows += meta.num_rows
+    if scan.layout is None:
+        raise ValueError(f"none of the {len(files)} parquet files is a readable RLlib recording "
+                         f"(first problem: {scan.quarantine[0]['reason']})")
+    return scan
+
+
+def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Space | None,
+              action_space: gym.Space | None, max_steps_per_row: int) -> GroupSettings:
+    """Spaces (given > env > recording or inferred) and extra columns; notes go to the report."""
+    files = [Path(p) for p in scan.readable]
+    if scan.layout == "episodes":
+        state, chunk = _first_chunk(files)
+        report.spaces_from = report.spaces_from or "recording (episode state spaces)"
+        observation_space = observation_space or space_from_rllib(state["_observation_space"])
+        action_space = action_space or space_from_rllib(state["_action_space"])
+        extra_columns = rllib_chunks.extra_specs_of(chunk)
+    else:
+        schema = pq.read_schema(files[0])
+        head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=1), None)
+        first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
+        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows)
+        report.notes += notes
+        if observation_space is None or action_space is None:
+            inferred_obs, inferred_act, notes = _infer_column_spaces(files)
+            observation_space, action_space = observation_space or inferred_obs, action_space or inferred_act
+            report.notes += notes
+            report.spaces_from = report.spaces_from or "inferred from the data"
+    return GroupSettings(observation_space, action_space, extra_columns, max_steps_per_row)
+
+
+def convert_rllib_parquet(
+    inputs: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    env_id: str | None = None,
+    observation_space: gym.Space | None = None,
+    action_space: gym.Space | None = None,
+    max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
+    overwrite: bool = False,
+) -> ConversionReport:
+    """Convert an RLlib new-stack recording (either layout) into an episode dataset at ``output``."""
+    import ray.data
+
+    files = find_parquet_files(inputs)
+    scan = _scan(files)
+    report = ConversionReport(layout=scan.layout, files=len(files), records_read=scan.rows,
+                              files_unreadable=len(scan.quarantine), output=str(Path(output).resolve()))
+    quarantine, readable, pieces = scan.quarantine, scan.readable, scan.pieces
+    env_spec = None
+    if observation_space is not None and action_space is not None:
+        report.spaces_from = "given"
+    if env_id:
+        env_obs, env_act, env_spec = _env_spaces(env_id)
+        observation_space, action_space = observation_space or env_obs, action_space or env_act
+        report.spaces_from = report.spaces_from or f"env {env_id}"
+    group = _settings(scan, report, observation_space, action_space, max_steps_per_row)
+    layout = scan.layout
+
+    if layout == "episodes":
+        settings: Any = rllib_chunks.ChunkSettings(group, tuple(readable))
+        read_fn, group_fn = rllib_chunks.read_piece, rllib_chunks.join_group
+    else:
+        settings = rllib_columns.StepSettings(group, tuple(readable))
+        read_fn, group_fn = rllib_columns.read_piece, rllib_columns.stitch_group
+    with _sort_shuffle():
+        ds = (
+            ray.data.from_items(pieces)
+            .map_batches(read_fn, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": settings})
+            .groupby("_key", num_partitions=max(1, min(len(pieces), 64)))
+            .map_groups(group_fn, batch_format="pyarrow", fn_kwargs={"settings": settings})
+            .materialize()
+        )
+    _tally(ds, report, quarantine)
+    _write(ds, output, report, quarantine, group, env_id, env_spec, readable, overwrite)
+    return report
+
+
+@contextlib.contextmanager
+def _sort_shuffle() -> Iterator[None]:
+    """Group with Ray Data's sort-based shuffle: plain tasks, no long-lived aggregator actors
+    holding CPUs (on a 2-CPU machine the hash shuffle is several times slower)."""
+    from ray.data.context import DataContext, ShuffleStrategy
+
+    ctx = DataContext.get_current()
+    before = ctx.shuffle_strategy
+    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    try:
+        yield
+    finally:
+        ctx.shuffle_strategy = before
+
+
+def _tally(ds, report: ConversionReport, quarantine: list[dict]) -> None:
+    columns = [STATUS, QUARANTINE, DUPLICATES, BY_RECORDING, STEPS, S.TERMINATED, S.TRUNCATED, S.CHUNK_INDEX]
+    for batch in ds.select_columns(columns).iter_batches(batch_format="pyarrow", batch_size=4096):
+        for row in batch.to_pylist():
+            if row[QUARANTINE]:
+                quarantine.extend(json.loads(row[QUARANTINE]))
+            if row[STATUS] != "ok":
+                report.episodes_quarantined += 1
+                continue
+            report.rows += 1
+            report.steps += row[STEPS]
+            report.duplicate_records_dropped += row[DUPLICATES]
+            report.episodes_with_duplicates += row[DUPLICATES] > 0
+            if row[S.TERMINATED]:
+                report.terminated += 1
+            if row[S.TRUNCATED]:
+                report.truncated += 1
+                report.truncated_by_recording += row[BY_RECORDING]
+    report.records_quarantined = sum(1 for r in quarantine if r.get("row") is not None)
+
+
+def _write(ds, output, report: ConversionReport, quarantine: list[dict], group: GroupSettings,
+           env_id: str | None, env_spec: dict | None, sources: Sequence[str], overwrite: bool) -> None:
+    provenance = {
+        "converter": CONVERTER,
+        "source_format": f"rllib-newstack-parquet ({report.layout} layout)",
+        "sources": list(sources) if len(sources) <= 100 else list(sources[:100]) + [f"... {len(sources) - 100} more"],
+        "report": report.to_json(),
+    }
+    with atomic_directory(output, overwrite=overwrite) as tmp:
+        staging = tmp / "_staging"
+        info = write_dataset(
+            ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
+            observation_space=group.observation_space, action_space=group.action_space,
+            env_id=env_id, env_spec=env_spec,
+            extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
+            max_steps_per_row=group.max_steps_per_row, provenance=provenance,
+        )
+        for f in staging.iterdir():
+            os.rename(f, tmp / f.name)
+        shutil.rmtree(staging)
+        report.episodes = info.num_episodes
+        if quarantine:
+            qdir = tmp / QUARANTINE_DIR
+            qdir.mkdir()
+            with open(qdir / QUARANTINE_FILE, "w") as fh:
+                for rec in quarantine:
+                    fh.write(json.dumps(rec) + "\n")
+        info.provenance["report"] = report.to_json()
+        info.write(tmp)

@@ -1,0 +1,378 @@
+"""``validate``: check an episode dataset against format version 1 before anyone spends compute on it.
+
+The row checks run as a Ray Data job, one task per parquet row group
+(:mod:`offlinerl.episodes.scan`, :mod:`offlinerl.episodes.checks`); the driver
+holds only one small bookkeeping tuple per row, so datasets larger than memory
+validate. The checks, in report order:
+
+============  =======  ==================================================================
+name          level    what it checks
+============  =======  ==================================================================
+dataset_json  error    ``dataset.json`` exists, parses, known ``format_version``, valid spaces
+files         error    every ``*.parquet`` file can be read (a corrupt file is named)
+schema        error    each file's columns and Arrow types match the spaces and extra columns
+lengths       error    per row: ``len(obs) == T+1``, per-step columns have T, T >= 1, no nulls
+flags         error    ``terminated`` and ``truncated`` are not both true
+finite        error    rewards finite; observations not NaN, inf only where the bound is inf
+actions       error    every action inside the action space
+observations  warning  observations inside the observation space (real sensors overshoot)
+episode_ids   error    ``(episode_id, agent_id, chunk_index)`` unique
+chunks        error    chunk_index 0..k without gaps, t_start continuous, only the last chunk ends
+counts        error    ``num_episodes``/``num_steps``/``num_rows`` of dataset.json equal the data
+============  =======  ==================================================================
+
+Exit codes (:attr:`ValidationReport.exit_code`): 0 valid (warnings allowed),
+1 invalid (a check failed), 2 not readable (the path is not a directory, or a
+parquet file cannot be read at all: that file is named in the ``files`` check
+and the other files are still checked).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offlinerl.episodes import schema as S
+from offlinerl.episodes.checks import ROW_CHECKS, check_unit
+from offlinerl.episodes.info import INFO_FILE as S_INFO
+from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
+from offlinerl.episodes.io import parquet_files
+from offlinerl.episodes.scan import READ_ERRORS, plan_units, run_units
+
+__all__ = ["CHECKS", "Example", "CheckResult", "ValidationReport", "validate_dataset"]
+
+#: ``(name, severity, description)`` of every check, in report order.
+CHECKS = (
+    ("dataset_json", "error", "dataset.json exists, parses, has a known format version and valid spaces"),
+    ("files", "error", "every parquet file is readable"),
+    ("schema", "error", "parquet schema matches the spaces (types, sizes, required columns, extras are lists)"),
+    ("lengths", "error", "per row: len(obs) = T+1, per-step columns have T entries, T >= 1, no nulls"),
+    ("flags", "error", "terminated and truncated not both true"),
+    ("finite", "error", "no NaN/inf rewards, no NaN observations, inf only where the bound is infinite"),
+    ("actions", "error", "actions inside the action space"),
+    ("observations", "warning", "observations inside the observation space"),
+    ("episode_ids", "error", "episode ids unique (per agent and chunk)"),
+    ("chunks", "error", "chunks contiguous: chunk_index 0..k, t_start continuous, only the last chunk ends"),
+    ("counts", "error", "episode, step and row counts in dataset.json equal the data"),
+)
+
+
+@dataclass
+class Example:
+    """One offending item: where it is and what is wrong."""
+
+    file: str | None
+    """Data file name (``dataset.json`` for metadata problems)."""
+    row: int | None
+    """Row index within ``file`` (0-based), if the problem is one row."""
+    episode_id: str | None
+    """``episode_id`` of that row, if known."""
+    detail: str
+    """What is wrong, with the bad value and what was expected."""
+    value: Any = None
+    """The bad value itself."""
+
+    def where(self) -> str:
+        parts = [self.file or "?"]
+        if self.row is not None:
+            parts.append(f"row {self.row}")
+        if self.episode_id is not None:
+            parts.append(f"episode {self.episode_id!r}")
+        return " ".join(parts)
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check."""
+
+    name: str
+    severity: str
+    description: str
+    status: str = "passed"
+    """``passed``, ``failed`` or ``skipped``."""
+    count: int = 0
+    """Number of offending rows (or files / fields, see ``unit``)."""
+    unit: str = "rows"
+    examples: list[Example] = field(default_factory=list)
+    note: str = ""
+    """Why the check was skipped, or extra context."""
+
+    def fail(self, count: int, examples: list[Example], limit: int) -> None:
+        if count:
+            self.status = "failed"
+            self.count += count
+            self.examples = sorted(self.examples + examples, key=_example_order)[:limit]
+
+
+def _example_order(e: Example) -> tuple:
+    return (e.file or "", -1 if e.row is None else e.row)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return v
+
+
+@dataclass
+class ValidationReport:
+    """Every check's result for one dataset directory."""
+
+    path: str
+    checks: list[CheckResult]
+    readable: bool = True
+    """False when the path is not a directory or some parquet file cannot be read."""
+    num_files: int = 0
+    num_rows: int = 0
+
+    def check(self, name: str) -> CheckResult:
+        return next(c for c in self.checks if c.name == name)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "failed" and c.severity == "error"]
+
+    @property
+    def warnings(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "failed" and c.severity == "warning"]
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if not self.readable else (1 if self.failed else 0)
+
+    @property
+    def ok(self) -> bool:
+        """Valid: every error-level check passed (warnings allowed)."""
+        return self.exit_code == 0
+
+    def to_json(self) -> dict[str, Any]:
+        checks = []
+        for c in self.checks:
+            d = asdict(c)
+            d["examples"] = [{**asdict(e), "value": _json_value(e.value)} for e in c.examples]
+            checks.append(d)
+        return {"path": self.path, "valid": self.ok, "exit_code": self.exit_code, "readable": self.readable,
+                "num_files": self.num_files, "num_rows": self.num_rows, "checks": checks}
+
+    def format(self) -> str:
+        lines = [f"validate {self.path}: {self.num_files} parquet file(s), {self.num_rows:,} row(s)"]
+        width = max(len(c.name) for c in self.checks)
+        for c in self.checks:
+            tag = {"passed": "ok  ", "skipped": "skip"}.get(c.status, "FAIL" if c.severity == "error" else "WARN")
+            text = {"passed": "passed", "skipped": f"skipped ({c.note})"}.get(
+                c.status, f"{c.count:,} offending {c.unit if c.count != 1 else c.unit[:-1]}" + (f" ({c.note})" if c.note else ""))
+            lines.append(f"  [{tag}] {c.name:<{width}}  {text}  -- {c.description}")
+            for e in c.examples:
+                lines.append(f"           {e.where()}: {e.detail}")
+            if c.status == "failed" and c.count > len(c.examples):
+                lines.append(f"           ... and {c.count - len(c.examples):,} more")
+        if self.exit_code == 0:
+            verdict = "VALID" + (f" with {len(self.warnings)} warning(s)" if self.warnings else "")
+        elif self.exit_code == 1:
+            verdict = f"INVALID: {', '.join(c.name for c in self.failed)} failed"
+        else:
+            others = [c.name for c in self.failed if c.name not in ("files", "dataset_json")]
+            verdict = "NOT READABLE" + (f"; also failed: {', '.join(others)}" if others else "")
+        lines.append(f"{verdict} (exit code {self.exit_code})")
+        return "\n".join(lines)
+
+
+def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """Structural type equality: list field names and nullability do not matter; list may be large_list."""
+    t = pa.types
+    if t.is_list(expected) or t.is_large_list(expected):
+        return (t.is_list(actual) or t.is_large_list(actual)) and _same_type(actual.value_type, expected.value_type)
+    if t.is_fixed_size_list(expected):
+        return (t.is_fixed_size_list(actual) and actual.list_size == expected.list_size
+                and _same_type(actual.value_type, expected.value_type))
+    if t.is_struct(expected):
+        names = [expected.field(i).name for i in range(expected.num_fields)]
+        have = [actual.field(i).name for i in range(actual.num_fields)] if t.is_struct(actual) else None
+        return have is not None and sorted(have) == sorted(names) and all(
+            _same_type(actual.field(n).type, expected.field(n).type) for n in names)
+    if t.is_string(expected):
+        return t.is_string(actual) or t.is_large_string(actual)
+    return actual == expected
+
+
+def type_str(tp: pa.DataType) -> str:
+    """An Arrow type without list field names: ``list<fixed_size_list<float>[4]>``."""
+    t = pa.types
+    if t.is_list(tp) or t.is_large_list(tp):
+        return f"{'large_' if t.is_large_list(tp) else ''}list<{type_str(tp.value_type)}>"
+    if t.is_fixed_size_list(tp):
+        return f"fixed_size_list<{type_str(tp.value_type)}>[{tp.list_size}]"
+    if t.is_struct(tp):
+        return "struct<" + ", ".join(f"{f.name}: {type_str(f.type)}" for f in tp) + ">"
+    return str(tp)
+
+
+def _is_list(tp: pa.DataType) -> bool:
+    return pa.types.is_list(tp) or pa.types.is_large_list(tp)
+
+
+def _check_schema(actual: pa.Schema, expected: pa.Schema) -> tuple[list[str], set, set]:
+    """Problems of one file's schema, and its (correctly typed, list-typed) columns."""
+    problems, typed, listed = [], set(), set()
+    for f in expected:
+        if f.name not in actual.names:
+            kind = "required column" if f.name in S.REQUIRED_COLUMNS else "extra column declared in dataset.json"
+            problems.append(f"{kind} {f.name!r} is missing")
+            continue
+        got = actual.field(f.name).type
+        if _same_type(got, f.type):
+            typed.add(f.name)
+        else:
+            problems.append(f"column {f.name!r}: expected {type_str(f.type)}, got {type_str(got)}")
+        if _is_list(got) and _is_list(f.type):
+            listed.add(f.name)
+    for f in actual:
+        if f.name in expected.names:
+            continue
+        if _is_list(f.type):
+            listed.add(f.name)
+        else:
+            problems.append(f"extra column {f.name!r} is not a per-step list (type {type_str(f.type)})")
+    return problems, typed, listed
+
+
+def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationReport:
+    """Run every check on the dataset directory ``path`` (Ray is started if needed)."""
+    report = ValidationReport(str(path), [CheckResult(n, sev, d) for n, sev, d in CHECKS])
+    limit = max(0, int(max_examples))
+    info_check = report.check("dataset_json")
+    if not Path(path).is_dir():
+        report.readable = False
+        info_check.fail(1, [Example(str(path), None, None, "not a directory")], limit)
+        return _skip_rest(report, "the path is not a dataset directory")
+    try:
+        info = read_info(path)
+        expected = S.episode_schema(info.observation_space, info.action_space, info.extra_columns)
+    except (DatasetInfoError, TypeError, ValueError, KeyError) as exc:
+        info_check.fail(1, [Example(S_INFO, None, None, str(exc).replace(str(Path(path)) + "/", ""))], limit)
+        return _skip_rest(report, "needs a valid dataset.json")
+
+    files = parquet_files(path)
+    report.num_files = len(files)
+    files_check, schema_check = report.check("files"), report.check("schema")
+    files_check.unit = schema_check.unit = "files"
+    if not files:
+        files_check.fail(1, [Example(None, None, None, "no *.parquet files in the dataset directory")], limit)
+    units, unreadable = plan_units(files)
+    columns: dict[str, tuple[list, list]] = {}
+    schema_examples = []
+    for f in files:
+        if str(f) in unreadable:
+            continue
+        try:
+            problems, typed, listed = _check_schema(pq.read_schema(f), expected)
+        except READ_ERRORS as exc:
+            unreadable[str(f)] = f"{type(exc).__name__}: {exc}"
+            continue
+        columns[str(f)] = (sorted(typed), sorted(listed))
+        if problems:
+            schema_examples.append(Example(f.name, None, None, "; ".join(problems), problems[0]))
+    schema_check.fail(len(schema_examples), schema_examples, limit)
+    units = [u for u in units if u.file in columns]
+
+    fn = functools.partial(check_unit, obs_space=info.observation_space, act_space=info.action_space,
+                           columns=columns, max_examples=limit)
+    rows: list[tuple] = []
+    per_check = {c: (0, []) for c in ROW_CHECKS}
+    for payload in run_units(units, fn, desc="validating"):
+        name = Path(payload["unit"]["file"]).name
+        if "read_error" in payload:
+            unreadable[payload["unit"]["file"]] = payload["read_error"]
+            continue
+        r = payload["rows"]
+        rows.extend(zip([name] * len(r["row"]), r["row"], r[S.EPISODE_ID], r[S.AGENT_ID], r[S.CHUNK_INDEX],
+                        r[S.T_START], r["steps"], r[S.TERMINATED], r[S.TRUNCATED]))
+        for c in ROW_CHECKS:
+            count, examples = per_check[c]
+            new = [Example(name, row, eid, detail, value) for row, eid, detail, value in payload["examples"][c]]
+            per_check[c] = (count + payload["bad"][c], sorted(examples + new, key=_example_order)[:limit])
+    for c, (count, examples) in per_check.items():
+        report.check(c).fail(count, examples, limit)
+    if unreadable:
+        report.readable = False
+        files_check.fail(len(unreadable), [Example(Path(f).name, None, None, f"cannot be read as parquet: {e}")
+                                           for f, e in unreadable.items()], limit)
+    report.num_rows = len(rows)
+    _check_episodes(report, rows, limit)
+    if unreadable:  # rows of the unreadable files are unknown: gaps and counts cannot be judged
+        _skip(report.check("chunks"), "not every file is readable")
+        _skip(report.check("counts"), "not every file is readable")
+    else:
+        _check_counts(report.check("counts"), info, rows, limit)
+    return report
+
+
+def _skip(check: CheckResult, note: str) -> None:
+    check.status, check.note = "skipped", note
+
+
+def _skip_rest(report: ValidationReport, note: str) -> ValidationReport:
+    for c in report.checks[1:]:
+        _skip(c, note)
+    return report
+
+
+def _check_episodes(report: ValidationReport, rows: list[tuple], limit: int) -> None:
+    """Unique ids and chunk contiguity, from the per-row ``(file, row, id, agent, chunk, t_start, T, term, trunc)``."""
+    ids_check, chunk_check = report.check("episode_ids"), report.check("chunks")
+    seen: dict[tuple, tuple] = {}
+    groups: dict[tuple, list[tuple]] = {}
+    dup = []
+    for r in sorted(rows, key=lambda r: (r[0], r[1])):
+        file, row, eid, agent, chunk = r[:5]
+        if eid is None or chunk is None:
+            continue  # reported by the lengths check (null) or the schema check (missing column)
+        key = (eid, agent, chunk)
+        if key in seen:
+            who = f"episode {eid!r}" + (f" agent {agent!r}" if agent is not None else "")
+            dup.append(Example(file, row, eid, f"{who} chunk {chunk} also at {seen[key][0]} row {seen[key][1]}", eid))
+        else:
+            seen[key] = r
+            groups.setdefault((eid, agent), []).append(r)
+    ids_check.fail(len(dup), dup, limit)
+
+    bad: dict[tuple, Example] = {}
+    for members in groups.values():
+        members.sort(key=lambda r: r[4])
+        last = len(members) - 1
+        for i, r in enumerate(members):
+            file, row, eid, _, chunk, t_start, steps, term, trunc = r
+            problem = None
+            prev = members[i - 1] if i else None
+            if chunk != (prev[4] + 1 if prev else 0):
+                problem = (f"chunk_index {chunk}, expected {prev[4] + 1 if prev else 0} "
+                           f"(chunks present: {[m[4] for m in members]})", chunk)
+            elif prev and None not in (prev[5], prev[6], t_start) and t_start != prev[5] + prev[6]:
+                problem = (f"t_start {t_start}, expected {prev[5] + prev[6]} (chunk {prev[4]} starts at "
+                           f"{prev[5]} with T = {prev[6]})", t_start)
+            elif i < last and (term or trunc):
+                flag = "terminated" if term else "truncated"
+                problem = f"chunk {chunk} is {flag} but chunk {members[last][4]} follows", flag
+            if problem:
+                bad[(file, row)] = Example(file, row, eid, *problem)
+    chunk_check.fail(len(bad), list(bad.values()), limit)
+
+
+def _check_counts(check: CheckResult, info: DatasetInfo, rows: list[tuple], limit: int) -> None:
+    check.unit = "fields"
+    data = {
+        "num_episodes": len({(r[2], r[3]) for r in rows if r[2] is not None}),
+        "num_steps": sum(r[6] for r in rows if r[6] is not None),
+        "num_rows": len(rows),
+    }
+    wrong = [Example(S_INFO, None, None, f"{k}: dataset.json says {getattr(info, k)}, the data has {v}",
+                     getattr(info, k)) for k, v in data.items() if getattr(info, k) != v]
+    check.fail(len(wrong), wrong, limit)
