@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
 import pytest
 
-from offlinerl.cli import collect as collect_cli
+from offlinerl.cli import main
 from offlinerl.episodes import OutputExistsError, batch_equal, load_episodes, read_info
+from offlinerl.episodes.validate import validate_dataset
 from offlinerl.env.collect import CollectConfig, collect
 
 
@@ -28,6 +28,8 @@ def test_collect_random_cartpole(tmp_path):
     assert stored.provenance["policy"] == "random" and stored.provenance["seed"] == 0
     assert stored.provenance["return_mean"] == pytest.approx(np.mean([e.episode_return for e in episodes]))
     assert set(stored.extra_columns) == {"action_logp"}
+    report = validate_dataset(out)
+    assert report.ok, report.format()
     # Same seed, same data.
     again = collect(CollectConfig(env="CartPole-v1", output=str(tmp_path / "cp2"), num_episodes=7, num_envs=3, seed=0),
                     progress=False)
@@ -54,16 +56,13 @@ def test_collect_with_remote_runners_and_epsilon(tmp_path, ray_session):
 
 
 def test_collect_cli(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    collect_cli.register(parser.add_subparsers())
     out = tmp_path / "d"
-    args = parser.parse_args(["collect", "--env", "CartPole-v1", "--episodes", "4", "-o", str(out),
-                              "--num-envs", "2", "--seed", "3", "--epsilon", "0.1", "--greedy", "--no-progress"])
-    assert args.func(args) == 0
+    argv = ["collect", "--env", "CartPole-v1", "--episodes", "4", "-o", str(out),
+            "--num-envs", "2", "--seed", "3", "--epsilon", "0.1", "--greedy", "--no-progress"]
+    assert main(argv) == 0
     assert "wrote" in capsys.readouterr().out
     assert len(load_episodes(out)) == 4
     assert json.loads((out / "dataset.json").read_text())["provenance"]["epsilon"] == 0.1
-    assert args.func(args) == 2  # exists
+    assert main(argv) == 2  # exists
     assert "already exists" in capsys.readouterr().out
-    bad = parser.parse_args(["collect", "--env", "CartPole-v1", "--episodes", "0", "-o", str(tmp_path / "x")])
-    assert bad.func(bad) == 2
+    assert main(["collect", "--env", "CartPole-v1", "--episodes", "0", "-o", str(tmp_path / "x")]) == 2

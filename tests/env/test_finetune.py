@@ -3,7 +3,6 @@ and collected data going back into offline training."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -13,8 +12,7 @@ from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.algorithms.online.config import load_finetune_pipeline
 from offlinerl.algorithms.online.finetune import close_episodes
-from offlinerl.cli import collect as collect_cli
-from offlinerl.cli import finetune as finetune_cli
+from offlinerl.cli import main
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
 from offlinerl.env.collect import CollectConfig, collect
 
@@ -41,11 +39,8 @@ def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, 
         "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, online_fraction: 0.5}\n"
         "stop: {iterations: 2}\n"
     )
-    parser = argparse.ArgumentParser()
-    finetune_cli.register(parser.add_subparsers())
-    args = parser.parse_args(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
-                              "--no-progress"])
-    assert args.func(args) == 0
+    assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+                 "--no-progress"]) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert "checkpoint's own" in capsys.readouterr().out
     # Nothing lost in the hand-over: same weights, same connector state, same evaluation episodes.
@@ -69,12 +64,9 @@ def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, 
 
 
 def test_collect_with_a_checkpoint_policy_round_trips_through_training(bc_checkpoint, tmp_path):
-    parser = argparse.ArgumentParser()
-    collect_cli.register(parser.add_subparsers())
     out = tmp_path / "by-bc"
-    args = parser.parse_args(["collect", "--env", "CartPole-v1", "--policy", str(bc_checkpoint), "--episodes", "5",
-                              "-o", str(out), "--num-envs", "2", "--seed", "1", "--no-progress"])
-    assert args.func(args) == 0
+    assert main(["collect", "--env", "CartPole-v1", "--policy", str(bc_checkpoint), "--episodes", "5",
+                 "-o", str(out), "--num-envs", "2", "--seed", "1", "--no-progress"]) == 0
     info = read_info(out)
     assert set(info.extra_columns) == {"action_logp", "action_dist_inputs"}
     assert info.provenance["algorithm"] == "bc" and info.provenance["policy"] == str(bc_checkpoint)

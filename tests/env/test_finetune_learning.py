@@ -14,16 +14,19 @@ from offlinerl.algorithms.registry import get_algorithm
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: (algorithm, pretraining updates, batch size, hidden width, required gain in return).
-CASES = [("iql", 1000, 256, 128, 300.0), ("cql", 500, 256, 64, 300.0)]
+#: (algorithm, pretraining updates, hidden width, extra config, required gain in return).
+#: CQL scores 4 sampled actions per state instead of 10 to fit the test budget (fine-tuning keeps
+#: the checkpoint's config). Measured on a busy 2-core machine: IQL -1301 -> -710 (55 s),
+#: CQL -1141 -> -431 (90-250 s); continuing offline only, IQL reaches -128 (see docs/online.md).
+CASES = [("iql", 1000, 128, {}, 300.0), ("cql", 500, 64, {"num_sampled_actions": 4}, 300.0)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,pre_updates,batch,hidden,gain", CASES)
-def test_online_finetuning_improves_a_short_pretraining(ray_session, tmp_path, name, pre_updates, batch, hidden, gain):
+@pytest.mark.parametrize("name,pre_updates,hidden,extra,gain", CASES)
+def test_online_finetuning_improves_a_short_pretraining(ray_session, tmp_path, name, pre_updates, hidden, extra, gain):
     config = get_algorithm(name).config_cls.from_dict({
-        "seed": 0, "updates_per_iteration": pre_updates, "train_batch_size": batch, "normalize_observations": True,
-        "model": {"hidden": [hidden, hidden]}, "evaluation": {"episodes": 10, "seed": 10_000},
+        "seed": 0, "updates_per_iteration": pre_updates, "train_batch_size": 256, "normalize_observations": True,
+        "model": {"hidden": [hidden, hidden]}, "evaluation": {"episodes": 10, "seed": 10_000}, **extra,
     })
     algo = Algorithm(name, config, REPO / "datasets" / "pendulum-mixed")
     algo.train()
