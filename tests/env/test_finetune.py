@@ -36,7 +36,7 @@ def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, 
     pipeline_file = tmp_path / "ft.yaml"
     pipeline_file.write_text(
         "config: {updates_per_iteration: 10}\n"
-        "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, online_fraction: 0.5}\n"
+        "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, num_env_runners: 1, online_fraction: 0.5}\n"
         "stop: {iterations: 2}\n"
     )
     assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
