@@ -92,6 +92,7 @@ class EnvRunner:
         self._next_ticket = 0
         self._obs: Any = None
         self._explore: bool | None = None
+        self._seeded = False
         self._recorders: list[EpisodeRecorder | None] = [None] * config.num_envs
         self._completed: list[tuple[int, SingleAgentEpisode]] = []
         self._autoreset = np.zeros(config.num_envs, dtype=bool)
@@ -122,8 +123,14 @@ class EnvRunner:
 
     # --- sampling ----------------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
-        """Drop all running episodes and reset every sub-env (sub-env ``i`` with ``seed + i``)."""
-        seed = self._seed if seed is None else seed
+        """Drop all episodes not yet returned and reset every sub-env (sub-env ``i`` with ``seed + i``).
+
+        Without ``seed`` the first reset uses the runner's seed and later ones
+        continue the envs' random streams (no episode start is replayed).
+        """
+        if seed is None and not self._seeded:
+            seed = self._seed
+        self._seeded = True
         if seed is not None:
             self._rng = np.random.default_rng(seed + 7)
         obs, _ = self.env.reset(seed=seed)
@@ -145,8 +152,8 @@ class EnvRunner:
         exactly that many complete episodes (final chunks of episodes begun in
         earlier calls count), the ones that *started* first — stopping at the
         first N to *finish* would favour short episodes. Switching ``explore``
-        between calls resets the envs: running episodes are dropped, so no
-        episode mixes the two ways of acting.
+        between calls resets the envs: episodes not yet returned are dropped,
+        so no episode (and no call's result) mixes the two ways of acting.
         """
         if (num_timesteps is None) == (num_episodes is None):
             raise ValueError("pass exactly one of num_timesteps or num_episodes")

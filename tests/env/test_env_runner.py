@@ -169,3 +169,12 @@ def test_random_policy_is_reproducible_with_a_seed():
     for a, b in zip(run(), run()):
         assert batch_equal(a.obs, b.obs) and batch_equal(a.actions, b.actions)
     assert isinstance(RandomPolicy(None, gym.spaces.Discrete(2)).forward_inference({"obs": torch.zeros(3, 1)})["actions"], torch.Tensor)
+
+
+def test_switching_modes_resets_without_replaying_episode_starts():
+    runner = EnvRunner(EnvRunnerConfig(env="CartPole-v1", num_envs=2, seed=0))
+    first = runner.sample(num_episodes=2, explore=True)
+    second = runner.sample(num_episodes=2, explore=False)
+    assert "action_logp" in first[0].extras and "action_logp" not in second[0].extras
+    starts = {tuple(e.obs[0]) for e in first}
+    assert not starts & {tuple(e.obs[0]) for e in second}
