@@ -102,7 +102,8 @@ def test_one_update_steps_each_optimizer_on_its_own_loss_and_polyak_follows(algo
 
 @pytest.mark.parametrize("algo,kind", VARIANTS)
 def test_two_ddp_learners_stay_identical(ray_session, algo, kind):
-    cfg, learner_cls, spec = _setup(algo, kind, grad_clip=10.0)
+    extra = {"lagrangian": True} if (algo, kind) == ("cql", "box") else {}
+    cfg, learner_cls, spec = _setup(algo, kind, grad_clip=10.0, **extra)
     single = LearnerGroup(cfg.replace(num_learners=0), learner_cls, spec)
     group = LearnerGroup(cfg.replace(num_learners=2), learner_cls, spec)
     try:
@@ -143,19 +144,5 @@ def test_algorithm_trains_and_evaluates(ray_session, datasets, algo, kind):
         expected |= {"value"} if algo == "iql" else ({"alpha"} if kind == "box" else set())
         assert {k.split("/")[1] for k in m if k.startswith("losses/")} == expected
         assert all(np.isfinite(m[f"losses/{k}"]) for k in expected)
-    finally:
-        algorithm.stop()
-
-
-def test_algorithm_with_two_learners(ray_session, datasets):
-    cfg = CQLConfig.from_dict({"updates_per_iteration": 5, "train_batch_size": 32, "model": {"hidden": [16, 16]},
-                               "num_learners": 2, "num_cpus_per_learner": 0.5, "lagrangian": True,
-                               "evaluation": {"episodes": 1, "interval": 1}})
-    algorithm = Algorithm("cql", cfg, datasets["box"])
-    try:
-        m = algorithm.train()
-        assert m["learner/updates"] == 5 and np.isfinite(m["losses/cql_alpha"]) and "eval/return_mean" in m
-        w_a, w_b = algorithm.learner_group.get_all_weights()
-        assert all(torch.equal(w_a[k], w_b[k]) for k in w_a)
     finally:
         algorithm.stop()
