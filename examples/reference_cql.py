@@ -56,7 +56,7 @@ def make_optimizers(module: CQLRLModule, cfg: CQLConfig) -> dict[str, torch.opti
 
 
 def update(module: CQLRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
-           cfg: CQLConfig, step: int) -> dict[str, float]:
+           cfg: CQLConfig, step: int) -> dict[str, torch.Tensor]:
     if module.discrete:
         out = cql_discrete_loss(batch, module, cfg)
     else:
@@ -68,7 +68,7 @@ def update(module: CQLRLModule, optimizers: dict[str, torch.optim.Optimizer], ba
             p.grad = g
         opt.step()
     module.sync_target_networks(cfg.tau)
-    return {k: float(v.detach()) for k, v in {**out.losses, **out.metrics}.items()}
+    return {k: v.detach() for k, v in {**out.losses, **out.metrics}.items()}  # tensors: no sync per step
 
 
 def main() -> None:
@@ -92,7 +92,7 @@ def main() -> None:
         idx = torch.randint(n, (cfg.train_batch_size,))
         metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, step)
         if (step + 1) % 1000 == 0:
-            print(step + 1, {k: round(v, 3) for k, v in metrics.items()})
+            print(step + 1, {k: round(float(v), 3) for k, v in metrics.items()})
     result = evaluate_module(module, info.env_id, env_to_module, episodes=args.eval_episodes, seed=cfg.evaluation.seed)
     print(f"return {result['eval/return_mean']:.1f} ± {result['eval/return_std']:.1f}")
 

@@ -46,7 +46,7 @@ def make_optimizers(module: IQLRLModule, cfg: IQLConfig) -> dict[str, torch.opti
 
 
 def update(module: IQLRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
-           cfg: IQLConfig) -> dict[str, float]:
+           cfg: IQLConfig) -> dict[str, torch.Tensor]:
     out = iql_loss(batch, module, cfg)
     params = {name: [p for g in opt.param_groups for p in g["params"]] for name, opt in optimizers.items()}
     grads = {name: torch.autograd.grad(out.losses[name], params[name], retain_graph=True) for name in optimizers}
@@ -55,7 +55,7 @@ def update(module: IQLRLModule, optimizers: dict[str, torch.optim.Optimizer], ba
             p.grad = g
         opt.step()
     module.sync_target_networks(cfg.tau)
-    return {k: float(v.detach()) for k, v in {**out.losses, **out.metrics}.items()}
+    return {k: v.detach() for k, v in {**out.losses, **out.metrics}.items()}  # tensors: no sync per step
 
 
 def main() -> None:
@@ -78,7 +78,7 @@ def main() -> None:
         idx = torch.randint(n, (cfg.train_batch_size,))
         metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg)
         if step % 1000 == 0:
-            print(step, {k: round(v, 3) for k, v in metrics.items()})
+            print(step, {k: round(float(v), 3) for k, v in metrics.items()})
     result = evaluate_module(module, info.env_id, env_to_module, episodes=args.eval_episodes, seed=cfg.evaluation.seed)
     print(f"return {result['eval/return_mean']:.1f} ± {result['eval/return_std']:.1f}")
 

@@ -59,7 +59,7 @@ def test_reference_script_matches_the_ray_path(ray_session, datasets, algo, kind
             torch.manual_seed(100 + step)
             ref_metrics = ref.update(module, optimizers, batch, cfg, step) if algo == "cql" else ref.update(module, optimizers, batch, cfg)
             for name in optimizers:
-                assert ray_metrics[f"losses/{name}"].item() == ref_metrics[name], name
+                assert ray_metrics[f"losses/{name}"].item() == ref_metrics[name].item(), name
         ray_state = learner.module["default_policy"].state_dict()
         for k, v in module.state_dict().items():
             assert torch.equal(ray_state[k], v), k
