@@ -14,6 +14,7 @@ from offlinerl.algorithms.online.config import load_finetune_pipeline
 from offlinerl.algorithms.online.finetune import close_episodes
 from offlinerl.cli import main
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
+from offlinerl.episodes.validate import validate_dataset
 from offlinerl.env.collect import CollectConfig, collect
 
 
@@ -50,6 +51,8 @@ def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, 
     assert lines[0]["iteration"] == 0 and lines[-1]["online/weights_seq_no"] == 2
     assert lines[-1]["online/replay_size"] > 0  # MARWIL learns from complete online episodes only
     # The online experience is a valid episode dataset; every step knows the weights that acted.
+    report = validate_dataset(result["online_episodes"])
+    assert report.ok, report.format()
     episodes = load_episodes(result["online_episodes"])
     assert sum(len(e) for e in episodes) == result["env_steps"]
     seq = np.concatenate([e.extras["weights_seq_no"] for e in episodes])
