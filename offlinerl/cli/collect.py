@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
     from offlinerl.env.collect import CollectConfig, collect
     from offlinerl.episodes.io import OutputExistsError
 
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             policy, connectors, info = checkpoint_policy(config.policy)
             factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
         info = collect(config, progress=not args.no_progress, **factories)
-    except (OutputExistsError, FileNotFoundError, ValueError) as exc:
+    except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
     p = info.provenance

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
     from offlinerl.algorithms.config_io import ConfigError
     from offlinerl.algorithms.online.config import load_finetune_pipeline
     from offlinerl.algorithms.online.finetune import run_finetune
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 2
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+    except (FileExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2))

@@ -66,3 +66,5 @@ def test_collect_cli(tmp_path, capsys):
     assert main(argv) == 2  # exists
     assert "already exists" in capsys.readouterr().out
     assert main(["collect", "--env", "CartPole-v1", "--episodes", "0", "-o", str(tmp_path / "x")]) == 2
+    assert main(["collect", "--env", "NoSuchEnv-v0", "--episodes", "1", "-o", str(tmp_path / "y")]) == 2
+    assert "NoSuchEnv" in capsys.readouterr().out and not (tmp_path / "y").exists()
