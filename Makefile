@@ -19,8 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(BIN)/offlinerl validate datasets/cartpole-mixed
-	$(BIN)/offlinerl inspect datasets/cartpole-mixed
+	$(BIN)/offlinerl train pipelines/cartpole-bc.yaml --output runs/quickstart-bc-$$(date -u +%Y%m%dT%H%M%SZ)
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -77,6 +77,7 @@ class Algorithm:
         self.offline_data = OfflineData(dataset, config)
         if connector_state:
             self.offline_data.set_connector_state(connector_state)
+        self._check_cpus()
         obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
         self.module_spec = MultiRLModuleSpec.single(RLModuleSpec(self.module_class, obs_space, act_space, config.module_config()))
         t0 = time.perf_counter()
@@ -91,6 +92,21 @@ class Algorithm:
         self.best_eval_return: float | None = None
         self.last_eval: dict[str, float] = {}
         self.sync_weights()
+
+    def _check_cpus(self) -> None:
+        """Streaming needs CPUs for Ray Data besides the learners, or the readers never start."""
+        import ray
+
+        cfg = self.config
+        if self.offline_data.mode != "streaming" or cfg.num_learners == 0:
+            return
+        cpus = ray.cluster_resources().get("CPU", 0)
+        left = cpus - cfg.num_learners * cfg.num_cpus_per_learner
+        if left < 1:
+            raise ValueError(
+                f"streaming mode with {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs leaves {left:g} of "
+                f"{cpus:g} CPUs for Ray Data (needs >= 1); lower num_cpus_per_learner (e.g. 0.5) or use data.mode=in_memory"
+            )
 
     # -- the loop -----------------------------------------------------------------------------------
     def training_step(self) -> dict[str, float]:

@@ -70,16 +70,22 @@ class TanhGaussian(Distribution):
     Log-density in env units (change of variables):
     ``log p(a) = log N(u) - sum log(scale * (1 - tanh(u)^2))``, computed stably as
     ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))``.
-    ``log_prob`` of given actions clamps them just inside the bounds first.
+    ``log_prob`` of given actions clamps them to ``(1 - eps)`` of the half-range first, so
+    data actions recorded exactly at a bound (clipped torques) stay finite and do not
+    dominate a likelihood loss.
     """
 
-    def __init__(self, dist_inputs: torch.Tensor, low: torch.Tensor, high: torch.Tensor, eps: float = 1e-6) -> None:
+    def __init__(self, dist_inputs: torch.Tensor, low: torch.Tensor, high: torch.Tensor, eps: float = 1e-3,
+                 center: torch.Tensor | None = None, scale: torch.Tensor | None = None,
+                 log_scale: torch.Tensor | None = None) -> None:
         mean, log_std = dist_inputs.chunk(2, dim=-1)
         self.mean = mean  # [B, A]
         self.log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)  # [B, A]
         self.std = self.log_std.exp()
-        self.center = (high + low) / 2.0  # [A]
-        self.scale = (high - low) / 2.0  # [A]
+        # center/scale/log_scale may be passed precomputed (the module keeps them as buffers)
+        self.center = (high + low) / 2.0 if center is None else center  # [A]
+        self.scale = (high - low) / 2.0 if scale is None else scale  # [A]
+        self.log_scale = torch.log(self.scale) if log_scale is None else log_scale  # [A]
         self.eps = eps
 
     def _squash(self, u: torch.Tensor) -> torch.Tensor:
@@ -87,7 +93,7 @@ class TanhGaussian(Distribution):
 
     def _log_prob_u(self, u: torch.Tensor) -> torch.Tensor:
         normal = -0.5 * ((u - self.mean) / self.std).pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)
-        log_det = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u)) + torch.log(self.scale)
+        log_det = 2.0 * (_LOG2 - u - F.softplus(-2.0 * u)) + self.log_scale
         return (normal - log_det).sum(-1)  # [B]
 
     def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:

