@@ -37,8 +37,18 @@ def test_discrete_cql_learns_cartpole(ray_session):
 
 
 @pytest.mark.slow
+def test_discrete_iql_learns_cartpole(ray_session):
+    cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 128, "updates_per_iteration": 500,
+                               "normalize_observations": True, "model": {"hidden": [64, 64]},
+                               "evaluation": {"episodes": 5, "interval": 0}})
+    assert _train("iql", cfg, "cartpole-mixed", 3) > 60  # dataset mean: 34
+
+
+@pytest.mark.slow
 def test_iql_learns_pendulum(ray_session):
     cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "updates_per_iteration": 1000,
                                "normalize_observations": True, "model": {"hidden": [64, 64]},
                                "evaluation": {"episodes": 10, "interval": 0}})
-    assert _train("iql", cfg, "pendulum-mixed", 3) > 60  # dataset mean: 44
+    score = _train("iql", cfg, "pendulum-mixed", 3)
+    print("pendulum iql score", score)
+    assert score > 60  # dataset mean: 44

@@ -80,6 +80,8 @@ def test_continuous_cql_terminated_backup_entropy_and_bc_warmup():
     module = TinyContinuous(log_alpha=LN2)
     out = L.cql_continuous_loss(_batch(terminated=1.0), module, CFG, update_index=0)
     assert out.metrics["cql/td_loss"].item() == pytest.approx(0.0 + 1.0)  # y = r = 1
+    scaled = L.cql_continuous_loss(_batch(terminated=1.0), module, replace(CFG, reward_scale=2.0), update_index=0)
+    assert scaled.metrics["cql/target_mean"].item() == pytest.approx(2.0)
     soft = L.cql_continuous_loss(_batch(), module, replace(CFG, backup_entropy=True), update_index=0)
     assert soft.metrics["cql/td_loss"].item() == pytest.approx(0.81 + 3.61)  # y = 1 + 0.9 (1 − 2·1)
     bc = L.cql_continuous_loss(_batch(), module, replace(CFG, bc_warmup_updates=5), update_index=4)

@@ -42,6 +42,12 @@ def test_continuous_iql_loss_by_hand():
     assert clipped.losses["actor"].item() == pytest.approx((0.25 / E + 4 * 0.5) / 2)  # weights [e^-1, 0.5]
 
 
+def test_reward_scale_multiplies_rewards_in_the_td_target():
+    out = L.iql_loss(_batch(), _module(), replace(CFG, reward_scale=3.0))
+    # y = [3·1 + 0, 0 + 0.9·2] = [3, 1.8]
+    assert out.losses["critic"].item() == pytest.approx(((2 - 3) ** 2 + 0.04) / 2 + ((3 - 3) ** 2 + 4.84) / 2)
+
+
 def test_discrete_iql_loss_by_hand():
     module = TinyDiscrete(w=[[1.0, 2.0], [2.0, 0.0]], target_w=[[3.0, 1.0], [0.0, 4.0]], v=1.0, logits=(0.0, math.log(3.0)))
     batch = {"obs": torch.tensor([[1.0]]), "next_obs": torch.tensor([[2.0]]), "actions": torch.tensor([0]),

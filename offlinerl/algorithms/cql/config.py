@@ -19,6 +19,8 @@ __all__ = ["CQLConfig"]
 class CQLConfig(AlgorithmConfig):
     tau: float = 0.005
     """Polyak rate of the target critics, applied after every update."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD target (the IQL paper rescales MuJoCo returns to a ~1000 range)."""
     actor_lr: float = 1e-4
     """Adam learning rate of the policy (continuous actions only)."""
     critic_lr: float = 3e-4
@@ -55,6 +57,7 @@ class CQLConfig(AlgorithmConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
+        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
         for name in ("actor_lr", "critic_lr", "alpha_lr", "cql_alpha_lr", "initial_alpha",
                      "initial_cql_alpha", "cql_temperature", "max_cql_alpha"):
             _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")

@@ -126,7 +126,7 @@ def cql_continuous_loss(batch: dict[str, Tensor], module, config: CQLConfig, *, 
         next_v = ops.twin_min(module.target_q_values(next_obs, a_next))
         if config.backup_entropy:
             next_v = next_v - alpha * logp_next
-        y = ops.td_target(batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
+        y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
 
     if config.lagrangian:
         cql_alpha = module.log_cql_alpha.exp().clamp(0.0, config.max_cql_alpha).detach()
@@ -163,7 +163,7 @@ def cql_discrete_loss(batch: dict[str, Tensor], module, config: CQLConfig) -> Lo
     q_all, next_q_online = q_both[:, :b], q_both[:, b:].detach()
     with torch.no_grad():
         next_v = double_dqn_next_value(next_q_online, module.target_all_q_values(next_obs))
-        y = ops.td_target(batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
+        y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
     q_data = q_all.gather(-1, act.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
     td = ops.ensemble_mse(q_data, y)
     gap = discrete_conservative_gap(q_all, act)

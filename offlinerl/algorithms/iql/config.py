@@ -18,6 +18,8 @@ __all__ = ["IQLConfig"]
 class IQLConfig(AlgorithmConfig):
     tau: float = 0.005
     """Polyak rate of the target critics, applied after every update."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD target (the IQL paper rescales MuJoCo returns to a ~1000 range)."""
     actor_lr: float = 3e-4
     """Adam learning rate of the policy."""
     critic_lr: float = 3e-4
@@ -37,6 +39,7 @@ class IQLConfig(AlgorithmConfig):
         super().__post_init__()
         _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
         _check(0.0 < self.expectile < 1.0, "expectile", self.expectile, "must lie in (0, 1)")
+        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
         for name in ("actor_lr", "critic_lr", "value_lr", "max_weight"):
             _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
         _check(self.beta >= 0, "beta", self.beta, "must be >= 0")

@@ -43,7 +43,7 @@ def iql_loss(batch: dict[str, Tensor], module, config: IQLConfig) -> LossOut:
         target_q = ops.twin_min(module.target_q_values(obs, act))  # [B]
     v_both = module.values(torch.cat([obs, batch[NEXT_OBS]]))  # [2B]: one forward for s and s'
     v, next_v = v_both[:b], v_both[b:].detach()
-    y = ops.td_target(batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
+    y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
     q = module.q_values(obs, act)  # [E,B]
     adv = target_q - v.detach()
     logp = module.action_log_prob(obs, act)
