@@ -21,8 +21,8 @@ Episode ids are ``<level name>-<k>``.
 
 Besides ``dataset.json`` + ``part-*.parquet`` each dataset directory holds
 ``card.json`` (machine-readable counts, per-level returns and the two anchors
-of the normalised score) and ``README.md`` (the same for people). Both are
-written inside the same atomic directory as the data.
+of the normalised score) and ``README.md`` (the same for people), both made by
+``dataset_cards.py`` and written inside the same atomic directory as the data.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from scripted_policies import (  # noqa: E402
     EnergySwingUp,
     EpsilonGreedy,
     GaussianNoise,
+    Guarded,
     LinearStateFeedback,
     LinearSwitch,
     UniformRandom,
@@ -58,13 +59,11 @@ from scripted_policies import (  # noqa: E402
 )
 
 from offlinerl.episodes import SingleAgentEpisode, atomic_directory, write_dataset  # noqa: E402
+from offlinerl.scoring import CARD_FILE  # noqa: E402
 
-__all__ = ["Level", "Recipe", "RECIPES", "build", "collect_episode", "level_seeds", "evaluate", "make_card"]
+from dataset_cards import ANCHOR_EPISODES, make_card, measure_anchors, render_readme  # noqa: E402
 
-#: Episodes per anchor measurement (random policy, noise-free best policy).
-ANCHOR_EPISODES = 100
-#: Reset seeds of anchor episodes start here (never used by dataset episodes).
-ANCHOR_SEED_OFFSET = 1_000_000
+__all__ = ["Level", "Recipe", "RECIPES", "build", "collect_episode", "level_seeds", "generate", "main"]
 
 
 @dataclass(frozen=True)
@@ -105,8 +104,11 @@ def _cartpole_levels() -> tuple[Level, ...]:
     return (
         Level("expert", 20, lambda env: EpsilonGreedy(tuned, 0.05, 2),
               "full-state linear feedback, ε = 0.05"),
-        Level("medium", 110, lambda env: EpsilonGreedy(drifting, 0.1, 2),
-              "pole angle + angular velocity feedback only, with a rightward bias (the cart drifts off the track), ε = 0.1"),
+        Level("medium", 80, lambda env: EpsilonGreedy(drifting, 0.1, 2),
+              "pole angle + angular velocity feedback only, with a rightward bias "
+              "(the cart drifts off the track), ε = 0.1"),
+        Level("recovering", 30, lambda env: EpsilonGreedy(Guarded(drifting, tuned, 1.0), 0.1, 2),
+              "the biased controller, with the full-state one taking over beyond |x| > 1, ε = 0.1"),
         Level("poor", 60, lambda env: EpsilonGreedy(drifting, 0.5, 2),
               "the same biased controller, ε = 0.5"),
         Level("random", 60, lambda env: UniformRandom(env.action_space), "uniformly random actions"),
@@ -118,14 +120,15 @@ def _pendulum_levels() -> tuple[Level, ...]:
         return lambda env: GaussianNoise(controller, sigma, env.action_space.low, env.action_space.high)
 
     expert = EnergySwingUp(k_energy=2.0, kp=10.0, kd=2.0)
+    marginal = EnergySwingUp(k_energy=2.0, kp=4.0, kd=0.5)
     soft = EnergySwingUp(k_energy=2.0, kp=2.0, kd=0.5)
-    balance_only = EnergySwingUp(k_energy=0.0, kp=10.0, kd=2.0, switch_cos=-2.0)
     return (
         Level("expert", 40, noisy(expert, 0.2), "energy swing-up + PD balance (kp 10, kd 2), σ = 0.2"),
-        Level("medium", 110, noisy(soft, 0.3),
-              "the same swing-up with a too-soft balance (kp 2, kd 0.5): falls back and re-pumps, σ = 0.3"),
-        Level("poor", 70, noisy(balance_only, 1.0), "PD balance only, no swing-up (rarely gets up), σ = 1.0"),
-        Level("random", 40, lambda env: UniformRandom(env.action_space), "uniformly random torques"),
+        Level("medium", 90, noisy(marginal, 1.0),
+              "the same swing-up with a weaker balance (kp 4, kd 0.5) that the noise often knocks over, σ = 1.0"),
+        Level("poor", 90, noisy(soft, 1.0),
+              "the same swing-up with a too-soft balance (kp 2, kd 0.5): falls back and re-pumps, σ = 1.0"),
+        Level("random", 30, lambda env: UniformRandom(env.action_space), "uniformly random torques"),
     )
 
 
@@ -160,14 +163,18 @@ RECIPES: dict[str, Recipe] = {
             "cartpole-mixed", "CartPole-v1", 1000, _cartpole_levels(), "expert",
             "CartPole-v1 (time limit 500 → truncated; the pole falling or the cart leaving the track → "
             "terminated). The expert balances for the full 500 steps; the medium and poor levels keep the "
-            "pole up but drift off the track, so imitation of the whole mix follows the drifting majority "
-            "while the expert's actions are there to be found.",
+            "pole up but steer with a bias, so the cart drifts off the track; the recovering level drifts "
+            "the same way until the expert's controller takes over beyond |x| > 1 and brings the cart "
+            "back. Imitation of the whole mix follows the drifting majority; the recovering episodes show "
+            "what to do once drifted, with returns that say it pays.",
         ),
         Recipe(
             "pendulum-mixed", "Pendulum-v1", 2000, _pendulum_levels(), "expert",
-            "Pendulum-v1 (200 steps, always truncated). The expert pumps energy then balances; the medium "
-            "level switches to balance too late and often spins through the top; the poor level never "
-            "pumps energy; random torques set the 0 anchor.",
+            "Pendulum-v1 (200 steps, always truncated). Every scripted level pumps energy the same way; "
+            "they differ in the balance law near the top: the expert's stiff PD holds the pendulum up, the "
+            "medium level's weaker one is often knocked over by its action noise, the poor level's is too "
+            "soft to hold it at all, so it falls back and is pumped up again. Behaviour cloning of the whole "
+            "mix averages these balance laws (and the random torques) and lands near the dataset mean.",
         ),
         Recipe(
             "double-pendulum-mixed", "InvertedDoublePendulum-v5", 3000, _double_pendulum_levels(), "expert",
@@ -224,129 +231,6 @@ def collect_episode(
             "behavior_level": np.full(len(rewards), level, dtype=np.int8),
         },
     )
-
-
-def evaluate(env: gym.Env, act: Callable[[np.ndarray, np.random.Generator], Any], episodes: int, seed: int) -> list[float]:
-    """Returns of ``episodes`` episodes of ``act`` (reset seeds ``seed``, ``seed + 1``, …)."""
-    returns = []
-    for i in range(episodes):
-        rng = np.random.default_rng([seed, i])
-        obs, _ = env.reset(seed=seed + i)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs, rng))
-            total += float(np.float32(reward))
-            done = terminated or truncated
-        returns.append(total)
-    return returns
-
-
-# ------------------------------------------------------------------------ card
-
-
-def _stats(returns: Sequence[float]) -> dict[str, float]:
-    r = np.asarray(returns, dtype=np.float64)
-    return {"return_mean": float(r.mean()), "return_std": float(r.std()), "return_min": float(r.min()),
-            "return_max": float(r.max())}
-
-
-def normalized(value: float, random_return: float, best_return: float) -> float:
-    return 100.0 * (value - random_return) / (best_return - random_return)
-
-
-def make_card(recipe: Recipe, episodes: Sequence[SingleAgentEpisode], anchors: dict[str, Any]) -> dict[str, Any]:
-    """Card numbers, computed from the episodes exactly as they are stored."""
-    returns = [ep.episode_return for ep in episodes]
-    levels: dict[str, Any] = {}
-    for i, level in enumerate(recipe.levels):
-        eps = [ep for ep in episodes if int(ep.extras["behavior_level"][0]) == i]
-        if not eps:
-            continue
-        levels[level.name] = {
-            "index": i,
-            "episodes": len(eps),
-            "steps": int(sum(len(ep) for ep in eps)),
-            **_stats([ep.episode_return for ep in eps]),
-            "terminated": sum(ep.terminated for ep in eps),
-            "truncated": sum(ep.truncated for ep in eps),
-            "policy": recipe.levels[i].make_policy(gym.make(recipe.env_id)).describe(),
-            "note": level.note,
-        }
-    card = {
-        "env_id": recipe.env_id,
-        "num_episodes": len(episodes),
-        "num_steps": int(sum(len(ep) for ep in episodes)),
-        **_stats(returns),
-        "levels": levels,
-        **anchors,
-    }
-    card["return_mean_normalized"] = normalized(card["return_mean"], anchors["random_return"], anchors["best_return"])
-    for stats in levels.values():
-        stats["return_mean_normalized"] = normalized(stats["return_mean"], anchors["random_return"],
-                                                     anchors["best_return"])
-    return card
-
-
-def measure_anchors(recipe: Recipe, episodes: int = ANCHOR_EPISODES) -> dict[str, Any]:
-    """Mean return of a uniformly random policy and of the best level's noise-free policy."""
-    env = gym.make(recipe.env_id)
-    seed = recipe.seed + ANCHOR_SEED_OFFSET
-    random_policy = UniformRandom(env.action_space)
-    best = next(lv for lv in recipe.levels if lv.name == recipe.best_level).make_policy(env)
-    random_returns = evaluate(env, lambda o, rng: random_policy.act(o, rng)[0], episodes, seed)
-    best_returns = evaluate(env, lambda o, rng: best.mean_action(o), episodes, seed)
-    env.close()
-    return {
-        "random_return": float(np.mean(random_returns)),
-        "random_return_std": float(np.std(random_returns)),
-        "best_return": float(np.mean(best_returns)),
-        "best_return_std": float(np.std(best_returns)),
-        "best_level": recipe.best_level,
-        "anchor_episodes": episodes,
-        "anchor_reset_seeds": f"{seed}..{seed + episodes - 1}",
-    }
-
-
-def render_readme(recipe: Recipe, card: dict[str, Any], command: str) -> str:
-    """The human-readable card."""
-    lines = [
-        f"# {recipe.name}",
-        "",
-        recipe.summary,
-        "",
-        f"Made by `{command}` (seed {recipe.seed}; level i's episode k resets with seed "
-        f"{recipe.seed} + 10000·i + k and draws noise from `default_rng([{recipe.seed}, i, k])`).",
-        "",
-        f"- env: `{recipe.env_id}`; episodes: {card['num_episodes']}; steps: {card['num_steps']}",
-        f"- return over all episodes: mean {card['return_mean']:.1f}, min {card['return_min']:.1f}, "
-        f"max {card['return_max']:.1f} (normalised mean {card['return_mean_normalized']:.1f})",
-        f"- anchors ({card['anchor_episodes']} episodes each, reset seeds {card['anchor_reset_seeds']}): "
-        f"uniformly random policy {card['random_return']:.1f} ± {card['random_return_std']:.1f} (= 0), "
-        f"noise-free `{card['best_level']}` policy {card['best_return']:.1f} ± {card['best_return_std']:.1f} (= 100)",
-        "",
-        "| level | policy | episodes | steps | share of steps | mean return | normalised |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, lv in card["levels"].items():
-        lines.append(
-            f"| {name} | {lv['note']} | {lv['episodes']} | {lv['steps']} | "
-            f"{100 * lv['steps'] / card['num_steps']:.0f}% | {lv['return_mean']:.1f} | {lv['return_mean_normalized']:.1f} |"
-        )
-    lines += [
-        "",
-        "Normalised score: 100 · (R − random_return) / (best_return − random_return) "
-        "(`offlinerl.scoring.normalized_score`; `card.json` holds the numbers).",
-        "",
-        "Extra per-step columns: `action_logp` (float32; log-probability of the behaviour policy's action — "
-        "exact for ε-greedy, for Gaussian noise the density of the action before clipping to the bounds) and "
-        "`behavior_level` (int8, index of the level in the table above / `provenance.levels`). "
-        "Episode ids are `<level>-<k>`.",
-        "",
-        "Files: `dataset.json` + `part-*.parquet` are the episode dataset; `card.json` and this README are "
-        "extra files that readers ignore.",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------- build
@@ -413,7 +297,7 @@ def build(
             episodes, tmp, observation_space=_obs_space(env), action_space=env.action_space,
             env_id=recipe.env_id, env_spec=json.loads(env.spec.to_json()), provenance=provenance, overwrite=True,
         )
-        (tmp / "card.json").write_text(json.dumps(card, indent=2, allow_nan=False) + "\n")
+        (tmp / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=False) + "\n")
         (tmp / "README.md").write_text(render_readme(recipe, card, command))
     env.close()
     return card

@@ -8,6 +8,7 @@ behaviour level" anchor of a dataset card.
 
 Controllers (deterministic, noise-free):
 - ``LinearSwitch``: CartPole bang-bang controller, push right iff ``k·s + b > 0``.
+- ``Guarded``: CartPole, one controller near the centre and another far from it.
 - ``EnergySwingUp``: Pendulum energy pumping far from upright, PD balance near it.
 - ``LinearStateFeedback``: InvertedDoublePendulum cart, u = −K·[x, θ1, θ2, ẋ, θ̇1, θ̇2] + b,
   with K from ``double_pendulum_lqr_gains`` (discrete LQR on a finite-difference
@@ -37,6 +38,7 @@ __all__ = [
     "BehaviorPolicy",
     "Controller",
     "LinearSwitch",
+    "Guarded",
     "EnergySwingUp",
     "LinearStateFeedback",
     "double_pendulum_lqr_gains",
@@ -84,11 +86,30 @@ class LinearSwitch:
 
 
 @dataclass(frozen=True)
+class Guarded:
+    """CartPole: ``base`` while the cart is within ``x_limit`` of the centre, ``recovery`` beyond it."""
+
+    base: LinearSwitch
+    """The controller used near the centre."""
+    recovery: LinearSwitch
+    """The controller that takes over far from the centre."""
+    x_limit: float
+    """Distance of the cart from the centre beyond which ``recovery`` acts."""
+
+    def __call__(self, obs: np.ndarray) -> int:
+        return self.recovery(obs) if abs(float(obs[0])) > self.x_limit else self.base(obs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": "guarded", "base": self.base.describe(), "recovery": self.recovery.describe(),
+                "x_limit": self.x_limit}
+
+
+@dataclass(frozen=True)
 class EnergySwingUp:
     """Pendulum (m = l = 1, g = 10): energy pumping, then PD balance near upright.
 
     Pumping: u = k_e · (E* − E) · sign(θ̇) with E = θ̇²/6 + 5 cos θ and E* = 5
-    (the energy at rest upright). Balance when cos θ > ``switch_cos``:
+    (the energy at rest upright) by default. Balance when cos θ > ``switch_cos``:
     u = −kp · θ − kd · θ̇. Torque clipped to ±``max_torque``.
     """
 
@@ -102,6 +123,8 @@ class EnergySwingUp:
     """Balance when cos θ exceeds this; a high value catches late and overshoots."""
     max_torque: float = 2.0
     """Torque limit of the controller (the env allows ±2)."""
+    target_energy: float = 5.0
+    """E* of the pumping law; above 5 the pendulum is driven over the top and keeps spinning."""
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         cos_t, sin_t, omega = (float(v) for v in obs)
@@ -110,14 +133,14 @@ class EnergySwingUp:
         else:
             energy = omega * omega / 6.0 + 5.0 * cos_t
             direction = 1.0 if omega >= 0.0 else -1.0
-            u = self.k_energy * (5.0 - energy) * direction
+            u = self.k_energy * (self.target_energy - energy) * direction
         return np.array([min(max(u, -self.max_torque), self.max_torque)], dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
         return {
             "controller": "energy_swing_up_pd_balance",
             "k_energy": self.k_energy, "kp": self.kp, "kd": self.kd,
-            "switch_cos": self.switch_cos, "max_torque": self.max_torque,
+            "switch_cos": self.switch_cos, "max_torque": self.max_torque, "target_energy": self.target_energy,
         }
 
 

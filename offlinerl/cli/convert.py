@@ -6,7 +6,7 @@ import argparse
 import importlib
 
 #: Modules under ``offlinerl.cli`` that each add one ``convert`` sub-command via ``register(subparsers)``.
-FORMATS: tuple[str, ...] = ("convert_rllib", "convert_minari")
+FORMATS: tuple[str, ...] = ("convert_samplebatch", "convert_rllib", "convert_minari")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
