@@ -23,6 +23,8 @@ __all__ = [
     "twin_min",
     "uniform_box_log_density",
     "update_running_mean",
+    "td_target",
+    "ensemble_mse",
 ]
 
 
@@ -122,3 +124,13 @@ def uniform_box_log_density(low: torch.Tensor | np.ndarray, high: torch.Tensor |
 def update_running_mean(old: torch.Tensor, value: torch.Tensor, rate: float) -> torch.Tensor:
     """Exponential moving average ``old + rate * (value - old)`` (a new tensor; inputs untouched)."""
     return old + rate * (value.detach() - old)
+
+
+def td_target(rewards: torch.Tensor, terminateds: torch.Tensor, next_value: torch.Tensor, gamma: float) -> torch.Tensor:
+    """``r + gamma (1 - terminated) V(s')``: a truncated step still bootstraps, a terminated one does not."""
+    return rewards + gamma * (1.0 - terminateds) * next_value
+
+
+def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``sum_e mean_b (q[e, b] - target[b])^2``: the regression loss of an ensemble of critics ``[E, B]``."""
+    return (q - target.unsqueeze(0)).square().mean(dim=-1).sum()

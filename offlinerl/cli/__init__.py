@@ -10,7 +10,7 @@ import sys
 __all__ = ["main", "build_parser"]
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
-COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate")
+COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "collect", "finetune")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,22 @@
-"""Acting in real environments: evaluation (and, later, EnvRunners for online training)."""
+"""Acting in real environments: EnvRunners that act in gymnasium envs and record
+episodes, the EnvRunnerGroup that runs them as Ray actors, data collection, and
+evaluation."""
 
+from offlinerl.env.config import EnvRunnerConfig
+from offlinerl.env.env_runner import EnvRunner, random_policy_factory
+from offlinerl.env.env_runner_group import EnvRunnerGroup, episode_metrics
 from offlinerl.env.evaluation import evaluate_module
+from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix, uniform_log_prob
 
-__all__ = ["evaluate_module"]
+__all__ = [
+    "ActingPolicy",
+    "EnvRunner",
+    "EnvRunnerConfig",
+    "EnvRunnerGroup",
+    "RandomPolicy",
+    "episode_metrics",
+    "epsilon_mix",
+    "evaluate_module",
+    "random_policy_factory",
+    "uniform_log_prob",
+]

@@ -1,0 +1,192 @@
+"""Gradient updates/s of CQL and IQL (Box actions, batch 256, 256x256 MLPs) through our Learner
+(in-memory source, in-process) against a minimal pure-PyTorch loop with the same networks,
+batch, sampled actions and optimisers on in-memory tensors (the practical limit).
+
+    PYTHONPATH=. python benchmarks/throughput_offpolicy.py --updates 30 --out benchmarks/throughput_offpolicy.json
+
+The reference loops are written here from the papers, independently of offlinerl's losses:
+two separate critic MLPs (no ensemble batching), one backward over the summed losses with
+manual zeroing, as in common single-file implementations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from offlinerl.algorithms.cql import CQLConfig, CQLLearner, CQLRLModule
+from offlinerl.algorithms.iql import IQLConfig, IQLLearner, IQLRLModule
+from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+from offlinerl.data.sources import InMemorySource
+
+OBS_DIM, ACT_DIM, BATCH, HIDDEN, N_ACTIONS = 17, 6, 256, 256, 10
+OBS = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+
+
+def _arrays(n=100_000, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.normal(size=(n, OBS_DIM)).astype(np.float32), "next_obs": rng.normal(size=(n, OBS_DIM)).astype(np.float32),
+            "actions": rng.uniform(-1, 1, size=(n, ACT_DIM)).astype(np.float32), "rewards": rng.normal(size=n).astype(np.float32),
+            "terminateds": np.zeros(n, np.float32)}
+
+
+def mlp(i, o):
+    return nn.Sequential(nn.Linear(i, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, o))
+
+
+class Actor(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = mlp(OBS_DIM, 2 * ACT_DIM)
+
+    def forward(self, obs, n=None):
+        mean, log_std = self.net(obs).chunk(2, -1)
+        std = log_std.clamp(-5, 2).exp()
+        if n is not None:
+            mean, std = mean.expand(n, *mean.shape), std.expand(n, *std.shape)
+        u = mean + std * torch.randn_like(mean)
+        logp = (-0.5 * ((u - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        logp = logp - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
+        return torch.tanh(u), logp
+
+    def log_prob(self, obs, a):
+        mean, log_std = self.net(obs).chunk(2, -1)
+        std = log_std.clamp(-5, 2).exp()
+        u = torch.atanh(a.clamp(-1 + 1e-6, 1 - 1e-6))
+        logp = (-0.5 * ((u - mean) / std) ** 2 - std.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+        return logp - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
+
+
+def reference_cql(data, updates):
+    actor, q1, q2 = Actor(), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
+    t1, t2 = mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
+    t1.load_state_dict(q1.state_dict()), t2.load_state_dict(q2.state_dict())
+    log_alpha = torch.zeros((), requires_grad=True)
+    opt_a, opt_q = torch.optim.Adam(actor.parameters(), 1e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    opt_t = torch.optim.Adam([log_alpha], 1e-4)
+    n = len(data["obs"])
+
+    def q(net, s, a):
+        return net(torch.cat([s, a], -1)).squeeze(-1)
+
+    def step():
+        idx = torch.randint(n, (BATCH,))
+        s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+        a_new, logp = actor(s)
+        alpha = log_alpha.exp()
+        loss_t = -(log_alpha * (logp.detach() - ACT_DIM)).mean()
+        loss_a = (alpha.detach() * logp - torch.min(q(q1, s, a_new), q(q2, s, a_new))).mean()
+        with torch.no_grad():
+            a2, _ = actor(s2)
+            y = r + 0.99 * (1 - d) * torch.min(q(t1, s2, a2), q(t2, s2, a2))
+            a_pi, lp_pi = actor(s, N_ACTIONS)
+            a_pn, lp_pn = actor(s2, N_ACTIONS)
+        a_rand = torch.rand(N_ACTIONS, BATCH, ACT_DIM) * 2 - 1
+        s_rep = s.expand(N_ACTIONS, *s.shape)
+        loss_q = 0
+        for net in (q1, q2):
+            cat = torch.cat([q(net, s_rep, a_rand) + ACT_DIM * math.log(2), q(net, s_rep, a_pi) - lp_pi, q(net, s_rep, a_pn) - lp_pn])
+            qd = q(net, s, a)
+            loss_q = loss_q + ((qd - y) ** 2).mean() + 5.0 * (torch.logsumexp(cat, 0) - qd).mean()
+        for opt in (opt_a, opt_q, opt_t):
+            opt.zero_grad()
+        (loss_a + loss_t).backward(inputs=[*actor.parameters(), log_alpha])
+        loss_q.backward(inputs=[*q1.parameters(), *q2.parameters()])
+        for opt in (opt_a, opt_q, opt_t):
+            opt.step()
+        with torch.no_grad():
+            for t, o in ((t1, q1), (t2, q2)):
+                for pt, po in zip(t.parameters(), o.parameters()):
+                    pt.lerp_(po, 0.005)
+
+    return _time(step, updates)
+
+
+def reference_iql(data, updates):
+    actor, q1, q2, v = Actor(), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM, 1)
+    t1, t2 = mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
+    opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
+    n = len(data["obs"])
+
+    def q(net, s, a):
+        return net(torch.cat([s, a], -1)).squeeze(-1)
+
+    def step():
+        idx = torch.randint(n, (BATCH,))
+        s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+        with torch.no_grad():
+            tq = torch.min(q(t1, s, a), q(t2, s, a))
+            y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
+        vs = v(s).squeeze(-1)
+        diff = tq - vs
+        loss_v = (torch.where(diff < 0, 0.3, 0.7) * diff ** 2).mean()
+        loss_q = ((q(q1, s, a) - y) ** 2).mean() + ((q(q2, s, a) - y) ** 2).mean()
+        w = torch.exp(3.0 * diff.detach()).clamp(max=100.0)
+        loss_a = -(w * actor.log_prob(s, a)).mean()
+        for opt in opts:
+            opt.zero_grad()
+        (loss_v + loss_q + loss_a).backward()
+        for opt in opts:
+            opt.step()
+        with torch.no_grad():
+            for t, o in ((t1, q1), (t2, q2)):
+                for pt, po in zip(t.parameters(), o.parameters()):
+                    pt.lerp_(po, 0.005)
+
+    return _time(step, updates)
+
+
+def ours(name, arrays, updates):
+    cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule)}[name]
+    cfg = cfg_cls.from_dict({"train_batch_size": BATCH, "model": {"hidden": [HIDDEN, HIDDEN]}})
+    learner = learner_cls(config=cfg, module_spec=MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))).build()
+    source = InMemorySource(arrays, BATCH, seed=0)
+    learner.run_updates(source, 3)  # warm-up
+    t0 = time.perf_counter()
+    learner.run_updates(source, updates)
+    return updates / (time.perf_counter() - t0)
+
+
+def _time(step, updates):
+    for _ in range(3):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(updates):
+        step()
+    return updates / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--updates", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=2, help="alternate ours/reference this many times; best of each")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    arrays = _arrays()
+    data = {k: torch.as_tensor(v) for k, v in arrays.items()}
+    results = {}
+    for name, ref in (("iql", reference_iql), ("cql", reference_cql)):
+        n = args.updates * (4 if name == "iql" else 1)
+        o = max(ours(name, arrays, n) for _ in range(args.repeats))
+        r = max(ref(data, n) for _ in range(args.repeats))
+        results[name] = {"ours_in_memory_updates_per_s": round(o, 2), "pure_pytorch_updates_per_s": round(r, 2),
+                         "ratio": round(o / r, 3), "updates_timed": n}
+        print(name, results[name], flush=True)
+    meta = {"batch": BATCH, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
+            "threads": args.threads, "torch": torch.__version__, "load_average": list(__import__("os").getloadavg())}
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""CQL configuration (Kumar et al. 2020, "Conservative Q-Learning for Offline RL").
+
+Defaults follow the paper's MuJoCo settings and the common reference
+implementations (critic lr 3e-4, actor lr 1e-4, τ = 0.005, 10 sampled actions,
+conservative weight 5, fixed weight unless `lagrangian`). The shared ``lr`` of
+``AlgorithmConfig`` is not used: each optimizer has its own rate below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+
+__all__ = ["CQLConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CQLConfig(AlgorithmConfig):
+    tau: float = 0.005
+    """Polyak rate of the target critics, applied after every update."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD target (the IQL paper rescales MuJoCo returns to a ~1000 range)."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the policy (continuous actions only)."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the Q ensemble."""
+    alpha_lr: float = 1e-4
+    """Adam learning rate of the entropy temperature log α (continuous only)."""
+    initial_alpha: float = 1.0
+    """Initial entropy temperature α."""
+    target_entropy: float | None = None
+    """Entropy target of the temperature loss; None means −|A| (action dimensions)."""
+    num_critics: int = 2
+    """Members of the Q ensemble (2 = twin Q; targets take the member-wise minimum)."""
+    cql_weight: float = 5.0
+    """Weight α' of the conservative penalty (a multiplier on the Lagrangian α' if `lagrangian`)."""
+    num_sampled_actions: int = 10
+    """Actions N drawn per state from each of uniform, π(·|s) and π(·|s') for the penalty."""
+    cql_temperature: float = 1.0
+    """Temperature of the logsumexp in the penalty."""
+    lagrangian: bool = False
+    """Tune α' by dual gradient ascent so that the penalty gap approaches `target_action_gap`."""
+    target_action_gap: float = 10.0
+    """Target value of the conservative gap when `lagrangian` is on."""
+    cql_alpha_lr: float = 3e-4
+    """Adam learning rate of log α' when `lagrangian` is on."""
+    initial_cql_alpha: float = 1.0
+    """Initial Lagrange multiplier α' when `lagrangian` is on."""
+    max_cql_alpha: float = 1e6
+    """Upper clamp of the Lagrange multiplier α'."""
+    bc_warmup_updates: int = 0
+    """Updates at the start during which the actor maximises log π(a_data|s) instead of Q."""
+    backup_entropy: bool = False
+    """Subtract α·log π(a'|s') in the TD target (SAC-style soft backup)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
+        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "cql_alpha_lr", "initial_alpha",
+                     "initial_cql_alpha", "cql_temperature", "max_cql_alpha"):
+            _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
+        _check(self.cql_weight >= 0, "cql_weight", self.cql_weight, "must be >= 0")
+        _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
+        _check(self.num_sampled_actions >= 1, "num_sampled_actions", self.num_sampled_actions, "must be >= 1")
+        _check(self.bc_warmup_updates >= 0, "bc_warmup_updates", self.bc_warmup_updates, "must be >= 0")
+
+    def module_config(self) -> dict:
+        return {**super().module_config(), "num_critics": self.num_critics}
+
+
+def _check(ok: bool, field: str, value: object, rule: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field}: {rule}, got {value!r}")

@@ -1,0 +1,54 @@
+"""IQL configuration (Kostrikov et al. 2021, "Offline RL with Implicit Q-Learning").
+
+Defaults are the paper's MuJoCo locomotion settings: expectile 0.7,
+temperature β = 3, weights clipped at 100, lr 3e-4 everywhere, τ = 0.005. The
+shared ``lr`` of ``AlgorithmConfig`` is not used: each optimizer has its own rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+
+__all__ = ["IQLConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class IQLConfig(AlgorithmConfig):
+    tau: float = 0.005
+    """Polyak rate of the target critics, applied after every update."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this in the TD target (the IQL paper rescales MuJoCo returns to a ~1000 range)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the policy."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the Q ensemble."""
+    value_lr: float = 3e-4
+    """Adam learning rate of the state-value network V."""
+    num_critics: int = 2
+    """Members of the Q ensemble (2 = twin Q; V regresses on their target minimum)."""
+    expectile: float = 0.7
+    """Expectile τ of the value regression (0.5 = mean; → 1 approaches max over data actions)."""
+    beta: float = 3.0
+    """Inverse temperature β of the advantage weights exp(β·A)."""
+    max_weight: float = 100.0
+    """Clip of the advantage weights exp(β·A)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
+        _check(0.0 < self.expectile < 1.0, "expectile", self.expectile, "must lie in (0, 1)")
+        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
+        for name in ("actor_lr", "critic_lr", "value_lr", "max_weight"):
+            _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
+        _check(self.beta >= 0, "beta", self.beta, "must be >= 0")
+        _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
+
+    def module_config(self) -> dict:
+        return {**super().module_config(), "num_critics": self.num_critics, "value_head": True}
+
+
+def _check(ok: bool, field: str, value: object, rule: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field}: {rule}, got {value!r}")

@@ -1,0 +1,93 @@
+"""Fine-tuning pipelines: a checkpoint, algorithm-config overrides, the online
+settings, stop conditions and an output directory::
+
+    checkpoint: runs/pendulum-iql-short/checkpoints/final   # or --from
+    config: {updates_per_iteration: 500}
+    online: {env_steps_per_iteration: 1000, online_fraction: 0.5}
+    stop: {iterations: 10}
+    output: runs
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file
+from offlinerl.algorithms.pipeline import StopConfig
+
+__all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnlineConfig:
+    """How online experience is gathered and mixed with the offline dataset."""
+
+    env: str | None = None
+    """Gymnasium env to act in; None = the checkpoint's evaluation env (else its dataset's env id)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make`` (None env: the evaluation config's)."""
+    num_env_runners: int = 0
+    """EnvRunner Ray actors sampling experience (0 = in this process)."""
+    num_envs: int = 1
+    """Vector-env width per runner."""
+    env_steps_per_iteration: int = 1000
+    """Env steps sampled before each iteration's updates."""
+    online_fraction: float = 0.5
+    """Share of each train batch drawn from online experience (the rest from the offline dataset)."""
+    replay_capacity: int = 200_000
+    """Online transitions kept (oldest dropped first)."""
+    explore: bool = True
+    """Act with ``forward_exploration`` (sampled actions) when gathering experience."""
+    algorithm: str | None = None
+    """Continue as this algorithm (e.g. "marwil" from a "bc" checkpoint); None = the checkpoint's."""
+    num_eval_env_runners: int = 0
+    """EnvRunner actors for evaluation (0 = in this process)."""
+    save_online_episodes: bool = True
+    """Write every online episode to ``<run>/online-episodes`` (an episode dataset)."""
+
+    def __post_init__(self) -> None:
+        if self.num_env_runners < 0:
+            raise ConfigError(f"online.num_env_runners: must be >= 0, got {self.num_env_runners}")
+        if self.num_envs < 1:
+            raise ConfigError(f"online.num_envs: must be >= 1, got {self.num_envs}")
+        if self.env_steps_per_iteration < 1:
+            raise ConfigError(f"online.env_steps_per_iteration: must be >= 1, got {self.env_steps_per_iteration}")
+        if not 0.0 <= self.online_fraction <= 1.0:
+            raise ConfigError(f"online.online_fraction: must be in [0, 1], got {self.online_fraction}")
+        if self.replay_capacity < 1:
+            raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetunePipeline:
+    """One reproducible fine-tuning job."""
+
+    checkpoint: str | None = None
+    """Offline checkpoint to start from (``--from`` overrides it)."""
+    dataset: str | None = None
+    """Offline dataset mixed into the replay; None = the checkpoint's dataset."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the checkpoint's algorithm config (e.g. ``updates_per_iteration``, ``lr``)."""
+    online: OnlineConfig = field(default_factory=OnlineConfig)
+    """Online experience settings."""
+    stop: StopConfig
+    """Stop conditions (iterations, updates, wall_time_s, eval_return)."""
+    output: str = "runs"
+    """Parent directory of run directories."""
+    name: str | None = None
+    """Run name prefix (default: the pipeline file's name)."""
+
+
+def load_finetune_pipeline(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetunePipeline:
+    """Read a fine-tuning pipeline file and apply ``key=value`` overrides and ``--from``."""
+    path = Path(path)
+    data = apply_overrides(load_file(path), list(overrides))
+    data.setdefault("name", path.stem)
+    if checkpoint is not None:
+        data["checkpoint"] = checkpoint
+    pipeline = from_dict(FinetunePipeline, data)
+    if not pipeline.checkpoint:
+        raise ConfigError(f"{path}: no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
+    return pipeline

@@ -1,0 +1,320 @@
+"""Online fine-tuning of an offline checkpoint (``offlinerl finetune``).
+
+    checkpoint (module, optimizers, connector state, config)
+        → Algorithm (same learner, same OfflineData connectors and statistics)
+        → EnvRunnerGroup acting with the inference-only module (forward_exploration)
+        → online episodes → the learner connector pipeline → ReplayBuffer
+        → updates on batches mixing offline and online transitions (online_fraction)
+        → weights (weights_seq_no + 1) → runners; evaluation on separate runners (forward_inference)
+
+Off-policy algorithms (IQL, CQL) use every chunk of experience at once;
+algorithms whose connectors compute returns-to-go (MARWIL) only learn from
+complete episodes. The first evaluation runs before any update, with the
+checkpoint's evaluation settings, so it reproduces the checkpoint's own
+evaluation (``result.json`` reports both).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+import yaml
+
+from offlinerl.algorithms.algorithm import Algorithm, read_checkpoint_metadata
+from offlinerl.algorithms.config_io import ConfigError, to_dict
+from offlinerl.algorithms.online.config import FinetunePipeline
+from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.connectors import ActionsToEnv, ComputeReturnsToGo, EpisodeColumns
+from offlinerl.core import columns as C
+from offlinerl.data.replay import MixedBatchSource, ReplayBuffer
+from offlinerl.episodes import SingleAgentEpisode, write_dataset
+from offlinerl.env import EnvRunnerConfig, EnvRunnerGroup
+from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
+
+__all__ = ["Finetuner", "run_finetune", "close_episodes"]
+
+
+@dataclass
+class MixedSourceSpec:
+    """Builds the learner's mixed batch source (in-process learner: the built source is kept here)."""
+
+    offline: Mapping[str, Any]
+    capacity: int
+    batch_size: int
+    online_fraction: float
+    seed: int
+    source: MixedBatchSource | None = None
+
+    def build(self, device: torch.device) -> MixedBatchSource:
+        self.source = MixedBatchSource(
+            self.offline, ReplayBuffer(self.capacity, device), batch_size=self.batch_size,
+            online_fraction=self.online_fraction, module_id=C.DEFAULT_MODULE_ID, seed=self.seed,
+        )
+        return self.source
+
+
+def close_episodes(chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
+    """Mark the last chunk of every episode that never ended as truncated (end of recording)."""
+    last: dict[str, SingleAgentEpisode] = {}
+    for c in chunks:
+        if c.id not in last or c.chunk_index > last[c.id].chunk_index:
+            last[c.id] = c
+    return [replace(c, truncated=True) if last[c.id] is c and not (c.terminated or c.truncated) else c for c in chunks]
+
+
+def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, Any]]:
+    """The checkpoint as an Algorithm (optionally continuing as another algorithm, e.g. BC -> MARWIL)."""
+    meta = read_checkpoint_metadata(pipeline.checkpoint)
+    target = pipeline.online.algorithm or meta["algorithm"]
+    if target == meta["algorithm"]:
+        return Algorithm.from_checkpoint(pipeline.checkpoint, dataset=pipeline.dataset, overrides=pipeline.config), meta
+    # Another algorithm: carry over the config fields both share, the policy weights and the connector state.
+    spec = get_algorithm(target)
+    fields = {f for f in spec.config_cls.__dataclass_fields__}
+    shared = {k: v for k, v in meta["config"].items() if k in fields}
+    config = spec.config_cls.from_dict({**shared, **pipeline.config})
+    algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"])
+    state = torch.load(Path(pipeline.checkpoint) / "learner_group.pt", weights_only=False)
+    learner = algo.learner_group.local_learner
+    weights = state["learners"][0]["learner"]["module"]
+    unexpected = sorted(set(weights) - set(learner.module.state_dict()))
+    learner.module.load_state_dict(weights, strict=False)
+    if unexpected:
+        raise ConfigError(f"online.algorithm={target}: the checkpoint's module has weights {unexpected[:3]} "
+                          f"that a {target} module does not have")
+    algo.sync_weights()
+    return algo, meta
+
+
+class Finetuner:
+    """The fine-tuning loop; ``train()`` runs one iteration (sample → replay → update → sync → evaluate)."""
+
+    def __init__(self, pipeline: FinetunePipeline) -> None:
+        self.pipeline = pipeline
+        online = pipeline.online
+        self.algo, self.checkpoint_meta = _load_algorithm(pipeline)
+        algo, config = self.algo, self.algo.config
+        if not algo.learner_group.is_local:
+            raise ConfigError("config.num_learners: online fine-tuning runs with num_learners=0 for now (TODO #6)")
+        if algo.offline_data.mode != "in_memory":
+            raise ConfigError("config.data.mode: online fine-tuning mixes in-memory offline data; use in_memory")
+        self.learner_pipeline = algo.offline_data.learner_pipeline(normalize=True)
+        self.needs_complete_episodes = any(isinstance(c, ComputeReturnsToGo) for c in algo.offline_data.connectors)
+        offline = algo.offline_data.load_arrays()
+        self.spec = MixedSourceSpec(offline, online.replay_capacity, config.train_batch_size, online.online_fraction,
+                                    config.seed + 1)
+        algo.learner_group.set_sources([self.spec])
+        self.source = self.spec.source
+        # Runners act with the inference-only module and the offline job's env-to-module pipeline.
+        ev = config.evaluation
+        env_id = online.env or algo.eval_env_id()
+        env_kwargs = online.env_kwargs or (dict(ev.env_kwargs) if online.env is None else {})
+        module_spec = algo.module_spec.specs[C.DEFAULT_MODULE_ID]
+        policy = ModulePolicyFactory(module_spec)
+        # Only what acting needs travels to the runners (no critics, no target networks).
+        self._acting_keys = set(module_spec.build(inference_only=True).state_dict())
+        connectors = PipelineConnectors(algo.env_to_module, ActionsToEnv(algo.offline_data.action_space))
+        self.runners = EnvRunnerGroup(
+            EnvRunnerConfig(env=env_id, env_kwargs=env_kwargs, num_envs=online.num_envs, seed=config.seed,
+                            explore=online.explore, record_weights_seq_no=True),
+            policy, connectors, num_env_runners=online.num_env_runners,
+        )
+        self.evaluators = EnvRunnerGroup(
+            EnvRunnerConfig(env=algo.eval_env_id(), env_kwargs=dict(ev.env_kwargs), num_envs=min(ev.episodes, 16),
+                            explore=False),
+            policy, connectors, num_env_runners=online.num_eval_env_runners,
+        )
+        self.weights_seq_no = 0
+        self.env_steps = 0
+        self.iteration = 0
+        self.history: list[dict[str, float]] = []
+        self.last_eval: dict[str, float] = {}
+        self.best_eval_return: float | None = None
+        self.online_chunks: list[SingleAgentEpisode] = []
+        self._pending: dict[str, list[SingleAgentEpisode]] = {}
+        self.sync_weights()
+
+    def sync_weights(self) -> None:
+        weights = module_weights(self.algo.learner_group.get_weights(), C.DEFAULT_MODULE_ID)
+        state = {
+            "policy": {k: v for k, v in weights.items() if k in self._acting_keys},
+            "connectors": self.algo.env_to_module.get_state(),
+            "weights_seq_no": self.weights_seq_no,
+        }
+        self.runners.sync_state(state)
+        self.evaluators.sync_state(state)
+
+    def evaluate(self) -> dict[str, float]:
+        ev = self.algo.config.evaluation
+        out = self.evaluators.evaluate(ev.episodes, seed=ev.seed)
+        ret = out["eval/return_mean"]
+        self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
+        self.last_eval = out
+        return out
+
+    def _usable(self, chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
+        """The experience the learner may use now (complete episodes only where returns are computed)."""
+        if not self.needs_complete_episodes:
+            return chunks
+        done = []
+        for c in chunks:
+            self._pending.setdefault(c.id, []).append(c)
+            if c.terminated or c.truncated:
+                done.append(SingleAgentEpisode.concat(self._pending.pop(c.id)))
+        return done
+
+    def train(self) -> dict[str, float]:
+        online, config = self.pipeline.online, self.algo.config
+        t0 = time.perf_counter()
+        chunks = self.runners.sample(num_timesteps=online.env_steps_per_iteration)
+        t_sample = time.perf_counter() - t0
+        if online.save_online_episodes:
+            self.online_chunks.extend(chunks)
+        usable = self._usable(chunks)
+        if usable:
+            transitions = self.learner_pipeline({}, EpisodeColumns.from_episodes(usable))
+            self.source.online.add({k: transitions[k] for k in self.source.offline})
+        t1 = time.perf_counter()
+        metrics = dict(self.algo.learner_group.update(config.updates_per_iteration))
+        t_update = time.perf_counter() - t1
+        self.weights_seq_no += 1
+        self.sync_weights()
+        self.algo.sync_weights()
+        self.iteration += 1
+        self.algo.iteration += 1
+        self.algo.num_updates = int(metrics.get("learner/updates", self.algo.num_updates + config.updates_per_iteration))
+        self.env_steps += sum(len(c) for c in chunks)
+        metrics.update(self.runners.get_metrics())
+        metrics.update({
+            "iteration": float(self.iteration),
+            "learner/updates": float(self.algo.num_updates),
+            "online/env_steps": float(self.env_steps),
+            "online/replay_size": float(len(self.source.online)),
+            "online/weights_seq_no": float(self.weights_seq_no),
+            "perf/sample_s": t_sample,
+            "perf/update_s": t_update,
+            "perf/updates_per_s": config.updates_per_iteration / t_update if t_update > 0 else 0.0,
+        })
+        interval = config.evaluation.interval
+        if interval and self.iteration % interval == 0:
+            metrics.update(self.evaluate())
+        self.history.append(metrics)
+        return metrics
+
+    def save_online_episodes(self, path: str | Path) -> Any:
+        """Write the online experience as an episode dataset (unfinished episodes marked truncated)."""
+        return write_dataset(
+            close_episodes(self.online_chunks), path,
+            observation_space=self.algo.offline_data.observation_space,
+            action_space=self.algo.offline_data.action_space,
+            env_id=self.runners.config.env_name,
+            provenance={"collector": "offlinerl finetune", "checkpoint": str(self.pipeline.checkpoint),
+                        "algorithm": self.algo.name, "iterations": self.iteration},
+        )
+
+    def stop(self) -> None:
+        self.runners.stop()
+        self.evaluators.stop()
+        self.algo.stop()
+
+
+def _should_stop(pipeline: FinetunePipeline, tuner: Finetuner, m: Mapping[str, float], elapsed: float) -> bool:
+    stop = pipeline.stop
+    if stop.iterations is not None and tuner.iteration >= stop.iterations:
+        return True
+    if stop.updates is not None and tuner.algo.num_updates >= stop.updates:
+        return True
+    if stop.wall_time_s is not None and elapsed >= stop.wall_time_s:
+        return True
+    return stop.eval_return is not None and m.get("eval/return_mean", -math.inf) >= stop.eval_return
+
+
+def run_finetune(
+    pipeline: FinetunePipeline,
+    *,
+    run_dir: str | Path | None = None,
+    address: str | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Fine-tune until a stop condition; write the run directory and return ``result.json``'s content."""
+    from offlinerl.ray_utils import init_ray
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run = Path(run_dir) if run_dir else Path(pipeline.output) / f"{pipeline.name}-{stamp}"
+    if run.exists() and any(run.iterdir()):
+        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
+    run.mkdir(parents=True, exist_ok=True)
+    init_ray(address)
+    t_start = time.perf_counter()
+    tuner = Finetuner(pipeline)
+    (run / "config.yaml").write_text(yaml.safe_dump(
+        {**to_dict(pipeline), "algorithm": tuner.algo.name, "resolved_config": tuner.algo.config.to_dict()},
+        sort_keys=False,
+    ))
+    bar = None
+    try:
+        initial = tuner.evaluate()
+        checkpoint_eval = (tuner.checkpoint_meta.get("last_eval") or {}).get("eval/return_mean")
+        log(f"loaded {pipeline.checkpoint} ({tuner.algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
+            + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=pipeline.stop.iterations, unit="it", desc=f"finetune {tuner.algo.name}", dynamic_ncols=True)
+        with (run / "metrics.jsonl").open("w") as f:
+            f.write(json.dumps({"iteration": 0.0, "learner/updates": float(tuner.algo.num_updates),
+                                "online/env_steps": 0.0, **initial}) + "\n")
+            t_train = time.perf_counter()
+            while True:
+                m = tuner.train()
+                m["time/total_s"] = time.perf_counter() - t_start
+                f.write(json.dumps(m) + "\n")
+                f.flush()
+                if bar is not None:
+                    bar.update(1)
+                    post = {"steps": int(m["online/env_steps"])}
+                    if "eval/return_mean" in m:
+                        post["eval"] = f"{m['eval/return_mean']:.1f}"
+                    bar.set_postfix(post)
+                if _should_stop(pipeline, tuner, m, time.perf_counter() - t_train):
+                    break
+            if "eval/return_mean" not in tuner.history[-1]:
+                final = tuner.evaluate()
+                f.write(json.dumps({"iteration": float(tuner.iteration), **final}) + "\n")
+        ckpt = tuner.algo.save_checkpoint(run / "checkpoints" / "final")
+        online_path = None
+        if pipeline.online.save_online_episodes and tuner.online_chunks:
+            online_path = run / "online-episodes"
+            tuner.save_online_episodes(online_path)
+    finally:
+        if bar is not None:
+            bar.close()
+        tuner.stop()
+    result = {
+        "algorithm": tuner.algo.name,
+        "from_checkpoint": str(pipeline.checkpoint),
+        "env": tuner.runners.config.env_name,
+        "checkpoint_eval_return": checkpoint_eval,
+        "initial_eval_return": initial["eval/return_mean"],
+        "final_eval_return": tuner.last_eval["eval/return_mean"],
+        "final_eval_return_std": tuner.last_eval.get("eval/return_std"),
+        "best_eval_return": tuner.best_eval_return,
+        "iterations": tuner.iteration,
+        "updates": tuner.algo.num_updates,
+        "env_steps": tuner.env_steps,
+        "env_runner_restarts": tuner.runners.num_restarts,
+        "time_s": time.perf_counter() - t_start,
+        "checkpoint": str(ckpt),
+        "online_episodes": str(online_path) if online_path else None,
+        "run_dir": str(run),
+    }
+    (run / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result

@@ -1,0 +1,106 @@
+"""Offline → online: fine-tuning a checkpoint, collecting with a checkpoint's policy,
+and collected data going back into offline training."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.algorithms.bc import BCConfig
+from offlinerl.algorithms.online.config import load_finetune_pipeline
+from offlinerl.algorithms.online.finetune import close_episodes
+from offlinerl.cli import main
+from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
+from offlinerl.episodes.validate import validate_dataset
+from offlinerl.env.collect import CollectConfig, collect
+
+
+@pytest.fixture(scope="module")
+def bc_checkpoint(tmp_path_factory, ray_session):
+    """A deliberately weak BC policy on a small random CartPole dataset, evaluated and saved."""
+    root = tmp_path_factory.mktemp("ft")
+    collect(CollectConfig(env="CartPole-v1", output=str(root / "random"), num_episodes=20, num_envs=4, seed=0),
+            progress=False)
+    config = BCConfig.from_dict({"updates_per_iteration": 20, "train_batch_size": 64, "model": {"hidden": [32, 32]},
+                                 "normalize_observations": True, "evaluation": {"episodes": 4, "seed": 100}})
+    algo = Algorithm("bc", config, root / "random")
+    algo.train()
+    algo.save_checkpoint(root / "ckpt")
+    algo.stop()
+    return root / "ckpt"
+
+
+def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, tmp_path, capsys):
+    pipeline_file = tmp_path / "ft.yaml"
+    pipeline_file.write_text(
+        "config: {updates_per_iteration: 10}\n"
+        "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, num_env_runners: 1, online_fraction: 0.5}\n"
+        "stop: {iterations: 2}\n"
+    )
+    assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+                 "--no-progress"]) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert "checkpoint's own" in capsys.readouterr().out
+    # Nothing lost in the hand-over: same weights, same connector state, same evaluation episodes.
+    assert result["initial_eval_return"] == result["checkpoint_eval_return"]
+    assert result["iterations"] == 2 and result["env_steps"] >= 300 and result["updates"] == 20
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[0]["iteration"] == 0 and lines[-1]["online/weights_seq_no"] == 2
+    assert lines[-1]["online/replay_size"] > 0  # MARWIL learns from complete online episodes only
+    # The online experience is a valid episode dataset; every step knows the weights that acted.
+    report = validate_dataset(result["online_episodes"])
+    assert report.ok, report.format()
+    episodes = load_episodes(result["online_episodes"])
+    assert sum(len(e) for e in episodes) == result["env_steps"]
+    seq = np.concatenate([e.extras["weights_seq_no"] for e in episodes])
+    assert set(np.unique(seq)) == {0, 1}
+    for e in episodes:
+        e.check()
+        assert e.terminated or e.truncated
+    # The fine-tuned checkpoint is an ordinary checkpoint.
+    again = Algorithm.from_checkpoint(result["checkpoint"])
+    assert again.name == "marwil" and again.num_updates == 20
+    again.stop()
+
+
+def test_collect_with_a_checkpoint_policy_round_trips_through_training(bc_checkpoint, tmp_path):
+    out = tmp_path / "by-bc"
+    assert main(["collect", "--env", "CartPole-v1", "--policy", str(bc_checkpoint), "--episodes", "5",
+                 "-o", str(out), "--num-envs", "2", "--seed", "1", "--no-progress"]) == 0
+    info = read_info(out)
+    assert set(info.extra_columns) == {"action_logp", "action_dist_inputs"}
+    assert info.provenance["algorithm"] == "bc" and info.provenance["policy"] == str(bc_checkpoint)
+    for e in load_episodes(out):
+        logits = e.extras["action_dist_inputs"].astype(np.float64)
+        logp = logits[np.arange(len(e)), e.actions] - np.log(np.exp(logits).sum(1))
+        np.testing.assert_allclose(e.extras["action_logp"], logp, atol=1e-5)
+    algo = Algorithm("bc", BCConfig.from_dict({"updates_per_iteration": 5, "train_batch_size": 16,
+                                              "model": {"hidden": [16]}, "evaluation": {"episodes": 1}}), out)
+    assert algo.train()["learner/updates"] == 5
+    algo.stop()
+
+
+def test_close_episodes_marks_unfinished_recordings_truncated():
+    def ep(i, k, t0, term=False):
+        return SingleAgentEpisode(id=i, obs=np.zeros((3, 1)), actions=np.zeros(2, np.int64), rewards=np.zeros(2),
+                                  chunk_index=k, t_start=t0, terminated=term)
+
+    a0, a1, b0 = ep("a", 0, 0), ep("a", 1, 2), ep("b", 0, 0, term=True)
+    closed = close_episodes([a0, b0, a1])
+    assert [(c.id, c.chunk_index, c.terminated, c.truncated) for c in closed] == [
+        ("a", 0, False, False), ("b", 0, True, False), ("a", 1, False, True)]
+
+
+def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
+    from offlinerl.algorithms.config_io import ConfigError
+
+    path = tmp_path / "p.yaml"
+    path.write_text("online: {env_steps_per_iteration: 10}\nstop: {iterations: 1}\n")
+    with pytest.raises(ConfigError, match="--from"):
+        load_finetune_pipeline(path)
+    assert load_finetune_pipeline(path, ["online.online_fraction=0.25"], checkpoint="x").online.online_fraction == 0.25
+    with pytest.raises(ConfigError, match="online_fraction"):
+        load_finetune_pipeline(path, ["online.online_fraction=2"], checkpoint="x")
