@@ -134,6 +134,16 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None) -> Path:
+    """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
+    if run.exists() and any(run.iterdir()):
+        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
+    run.mkdir(parents=True, exist_ok=True)
+    return run
+
+
 def run_pipeline(
     pipeline: Pipeline,
     config: Any,
@@ -146,11 +156,7 @@ def run_pipeline(
     """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``."""
     from offlinerl.ray_utils import init_ray
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run = Path(run_dir) if run_dir else Path(pipeline.output) / f"{pipeline.name}-{stamp}"
-    if run.exists() and any(run.iterdir()):
-        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
-    run.mkdir(parents=True, exist_ok=True)
+    run = new_run_dir(pipeline.output, pipeline.name, run_dir)
     resolved = {**to_dict(pipeline), "config": config.to_dict()}
     (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
 

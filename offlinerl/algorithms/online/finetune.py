@@ -20,7 +20,6 @@ import json
 import math
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -30,6 +29,7 @@ import yaml
 from offlinerl.algorithms.algorithm import Algorithm, read_checkpoint_metadata
 from offlinerl.algorithms.config_io import ConfigError, to_dict
 from offlinerl.algorithms.online.config import FinetunePipeline
+from offlinerl.algorithms.pipeline import new_run_dir
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.connectors import ActionsToEnv, ComputeReturnsToGo, EpisodeColumns
 from offlinerl.core import columns as C
@@ -247,11 +247,7 @@ def run_finetune(
     """Fine-tune until a stop condition; write the run directory and return ``result.json``'s content."""
     from offlinerl.ray_utils import init_ray
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run = Path(run_dir) if run_dir else Path(pipeline.output) / f"{pipeline.name}-{stamp}"
-    if run.exists() and any(run.iterdir()):
-        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
-    run.mkdir(parents=True, exist_ok=True)
+    run = new_run_dir(pipeline.output, pipeline.name, run_dir)
     init_ray(address)
     t_start = time.perf_counter()
     tuner = Finetuner(pipeline)
