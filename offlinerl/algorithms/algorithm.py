@@ -79,7 +79,10 @@ class Algorithm:
             self.offline_data.set_connector_state(connector_state)
         self._check_cpus()
         obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
-        self.module_spec = MultiRLModuleSpec.single(RLModuleSpec(self.module_class, obs_space, act_space, config.module_config()))
+        self.module_spec = MultiRLModuleSpec({
+            mid: RLModuleSpec(self.module_class, obs_space, act_space, config.module_config())
+            for mid in self.offline_data.module_ids
+        })
         t0 = time.perf_counter()
         specs = self.offline_data.source_specs(max(1, config.num_learners), config.train_batch_size, config.seed)
         self.learner_group = LearnerGroup(config, self.learner_class, self.module_spec)
@@ -130,7 +133,7 @@ class Algorithm:
         })
         self.sync_weights()
         interval = self.config.evaluation.interval
-        if interval and self.iteration % interval == 0:
+        if interval and self.iteration % interval == 0 and self.can_evaluate:
             metrics.update(self.evaluate())
         return metrics
 
@@ -144,7 +147,15 @@ class Algorithm:
             raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
         return env
 
+    @property
+    def can_evaluate(self) -> bool:
+        """Evaluation runs single-agent gymnasium envs: one module only."""
+        return not self.offline_data.multi_module
+
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+        if not self.can_evaluate:
+            raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
+                             "set evaluation.interval=0")
         ev = self.config.evaluation
         out = evaluate_module(self.eval_module, self.eval_env_id(), self.env_to_module,
                               episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=ev.env_kwargs)
@@ -166,6 +177,7 @@ class Algorithm:
             "observation_space": space_to_json(info.observation_space),
             "action_space": space_to_json(info.action_space),
             "module_class": class_path(self.module_class),
+            "module_ids": list(self.offline_data.module_ids),
             "learner_class": class_path(self.learner_class),
             "connector_state": self.offline_data.connector_state(),
             "iteration": self.iteration,

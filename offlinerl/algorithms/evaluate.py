@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import torch
 
 from offlinerl.algorithms.algorithm import load_class, read_checkpoint_metadata
+from offlinerl.core import columns as C
 from offlinerl.connectors import ConnectorPipeline, FlattenObservations, NormalizeObservations
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.env.evaluation import evaluate_module
@@ -29,7 +30,9 @@ def load_policy(path: str | Path) -> tuple[Any, ConnectorPipeline, dict[str, Any
     config = spec.config_cls.from_dict(meta["config"])
     obs_space = space_from_json(meta["observation_space"])
     act_space = space_from_json(meta["action_space"])
-    module_spec = MultiRLModuleSpec.single(RLModuleSpec(load_class(meta["module_class"]), obs_space, act_space, config.module_config()))
+    module_cls = load_class(meta["module_class"])
+    module_spec = MultiRLModuleSpec({mid: RLModuleSpec(module_cls, obs_space, act_space, config.module_config())
+                                     for mid in meta.get("module_ids", [C.DEFAULT_MODULE_ID])})
     module = module_spec.build(inference_only=True)
     state = torch.load(Path(path) / "learner_group.pt", weights_only=False)
     module.load_state_dict(state["learners"][0]["learner"]["module"])
@@ -44,6 +47,9 @@ def load_policy(path: str | Path) -> tuple[Any, ConnectorPipeline, dict[str, Any
 def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: int | None = None,
                         seed: int | None = None, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     module, env_to_module, meta = load_policy(path)
+    if len(module.keys()) > 1:
+        raise ValueError(f"{path}: holds {len(module.keys())} modules ({', '.join(module.keys())}); "
+                         "evaluation runs single-agent envs")
     ev = meta["resolved_config"].evaluation
     env_id = env or ev.env or meta.get("env_id")
     if not env_id:

@@ -196,7 +196,7 @@ def run_pipeline(
                     algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}")
                 if _should_stop(stop, algo, m, train_s):
                     break
-        if "eval/return_mean" not in history[-1]:
+        if algo.can_evaluate and "eval/return_mean" not in history[-1]:
             final = algo.evaluate()
             history[-1].update(final)
             with (run / "metrics.jsonl").open("a") as f:
@@ -208,11 +208,11 @@ def run_pipeline(
         writer.close()
         algo.stop()
     _plot(history, run / "learning_curve.png", f"{pipeline.algorithm} on {Path(pipeline.dataset).name}")
-    final_return = algo.last_eval["eval/return_mean"]
+    final_return = algo.last_eval.get("eval/return_mean")
     result = {
         "algorithm": pipeline.algorithm,
         "dataset": pipeline.dataset,
-        "env": algo.eval_env_id(),
+        "env": algo.config.evaluation.env or algo.offline_data.info.env_id,
         "iterations": algo.iteration,
         "updates": algo.num_updates,
         "updates_per_s": algo.num_updates / train_s if train_s > 0 else None,
@@ -221,7 +221,7 @@ def run_pipeline(
         "final_eval_return": final_return,
         "final_eval_return_std": algo.last_eval.get("eval/return_std"),
         "best_eval_return": algo.best_eval_return,
-        "eval_episodes": int(algo.last_eval["eval/episodes"]),
+        "eval_episodes": int(algo.last_eval.get("eval/episodes", 0)),
         "checkpoint": str(ckpt),
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),

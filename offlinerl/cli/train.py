@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from offlinerl.algorithms.config_io import ConfigError
     from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
 
@@ -33,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 2
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # keep the progress bar readable
     try:
         result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress)
     except (FileExistsError, FileNotFoundError, ValueError) as exc:
@@ -43,11 +46,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _summary(r: dict) -> str:
-    lines = [
-        f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s ({r['updates_per_s']:.0f} updates/s)",
-        f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
-        f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}",
-    ]
+    lines = [f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s "
+             f"({r['updates_per_s']:.0f} updates/s)"]
+    if r["final_eval_return"] is None:
+        lines.append("no evaluation (several modules: a multi-agent dataset)")
+    else:
+        lines.append(f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
+                     f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}")
     if "final_eval_normalized_score" in r:
         lines.append(f"normalised score (0 = random, 100 = best in dataset): final {r['final_eval_normalized_score']:.1f}, "
                      f"best {r['best_eval_normalized_score']:.1f}")

@@ -143,7 +143,7 @@ class Learner:
                 metrics[f"{prefix}losses/{name}"] = loss.detach()
             for k, v in out.metrics.items():
                 metrics[f"{prefix}{k}"] = v.detach()
-        self._apply_gradients(losses, metrics, prefix="" if single else None)
+        self._apply_gradients(losses, metrics, single)
         self.timestep += 1
         self.after_gradient_based_update(self.timestep)
         return metrics
@@ -156,7 +156,7 @@ class Learner:
             raise ValueError("a multi-module learner needs batches keyed by module id")
         return {self.module.keys()[0]: batch}  # type: ignore[dict-item]
 
-    def _apply_gradients(self, losses: dict[OptimizerKey, torch.Tensor], metrics: dict[str, torch.Tensor], prefix: str | None) -> None:
+    def _apply_gradients(self, losses: dict[OptimizerKey, torch.Tensor], metrics: dict[str, torch.Tensor], single: bool) -> None:
         keys = list(losses)
         all_params: list[nn.Parameter] = []
         all_grads: list[torch.Tensor] = []
@@ -185,7 +185,7 @@ class Learner:
             mid, name = key
             if clip:
                 norm = torch.nn.utils.clip_grad_norm_(self._params[key], clip)
-                label = f"learner/grad_norm/{name}" if prefix == "" else f"{mid}/learner/grad_norm/{name}"
+                label = f"learner/grad_norm/{name}" if single else f"{mid}/learner/grad_norm/{name}"
                 metrics[label] = norm.detach()
             self._optimizers[key].step()
 

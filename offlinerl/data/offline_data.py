@@ -26,20 +26,34 @@ import pyarrow as pa
 from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, FlattenObservations, NormalizeObservations
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
-from offlinerl.data.sources import InMemorySpec, StreamingSpec
+from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
 from offlinerl.episodes import read_dataset, read_info
 from offlinerl.episodes import schema as S
 
-__all__ = ["OfflineData", "episodes_to_transitions"]
+__all__ = ["OfflineData", "episodes_to_transitions", "MODULE_COLUMN", "row_module_ids"]
 
 _EPISODE_COLUMNS = [S.EPISODE_ID, S.OBS, S.ACTIONS, S.REWARDS, S.TERMINATED, S.TRUNCATED]
+#: Per-step column naming the module that learns from a transition (multi-agent datasets only).
+MODULE_COLUMN = "_module_id"
+
+
+def row_module_ids(table: pa.Table) -> np.ndarray:
+    """Module of each row: ``module_id``, else ``agent_id``, else the default module."""
+    n = table.num_rows
+    mids = table.column(S.MODULE_ID).to_pylist() if S.MODULE_ID in table.column_names else [None] * n
+    aids = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * n
+    return np.array([m if m is not None else (a if a is not None else C.DEFAULT_MODULE_ID) for m, a in zip(mids, aids)],
+                    dtype=object)
 
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
-                            extra_columns: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+                            extra_columns: tuple[str, ...] = (), with_module_ids: bool = False) -> dict[str, np.ndarray]:
     """The ``map_batches`` function: a block of episode rows -> a dict of transition columns."""
     episodes = EpisodeColumns.from_arrow(table, observation_space, action_space, extra_columns)
-    return pipeline({}, episodes)
+    batch = pipeline({}, episodes)
+    if with_module_ids:
+        batch[MODULE_COLUMN] = np.repeat(row_module_ids(table), episodes.lengths).astype(str)
+    return batch
 
 
 def _obs_stats(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -61,7 +75,25 @@ class OfflineData:
         self.flatten = FlattenObservations(self.observation_space)
         self.normalizer = NormalizeObservations() if config.normalize_observations else None
         self.mode = self._choose_mode()
+        self.module_ids = self._find_module_ids()
+        if len(self.module_ids) > 1 and self.mode != "in_memory":
+            raise ValueError(f"{self.path}: multi-agent datasets (modules {self.module_ids}) train in in-memory mode only "
+                             "for now; set data.mode=in_memory")
         self._arrays: dict[str, np.ndarray] | None = None
+
+    def _find_module_ids(self) -> list[str]:
+        import pyarrow.parquet as pq
+
+        from offlinerl.episodes import parquet_files
+
+        ids: set[str] = set()
+        for f in parquet_files(self.path):
+            ids.update(row_module_ids(pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])).tolist())
+        return sorted(ids) or [C.DEFAULT_MODULE_ID]
+
+    @property
+    def multi_module(self) -> bool:
+        return len(self.module_ids) > 1
 
     # -- connectors ------------------------------------------------------------------------------
     def learner_pipeline(self, normalize: bool = True) -> ConnectorPipeline:
@@ -114,8 +146,11 @@ class OfflineData:
 
     def transitions(self, normalize: bool = True, preserve_order: bool = False, shuffle_files: bool = False):
         """The lazy Ray Dataset of transitions (one row per step)."""
+        import ray.data
+
         kwargs = {"shuffle": "files"} if shuffle_files else {}
-        ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + list(self.extra_columns), **kwargs)
+        ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
+        ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns), **kwargs)
         if preserve_order:
             ds.context.execution_options.preserve_order = True
         return ds.map_batches(
@@ -128,8 +163,9 @@ class OfflineData:
                 "observation_space": self.observation_space,
                 "action_space": self.action_space,
                 "extra_columns": self.extra_columns,
+                "with_module_ids": self.multi_module,
             },
-            concurrency=self._concurrency(),
+            compute=ray.data.TaskPoolStrategy(size=self._concurrency()),
         )
 
     def load_arrays(self) -> dict[str, np.ndarray]:
@@ -142,6 +178,8 @@ class OfflineData:
             if not parts:
                 raise ValueError(f"{self.path}: the dataset has no transitions")
             arrays = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
+            if self.multi_module:
+                arrays[MODULE_COLUMN] = arrays[MODULE_COLUMN].astype(str)
             if self.normalizer is not None:
                 if not self.normalizer_fitted:
                     self.normalizer.fit(arrays[C.OBS])
@@ -164,6 +202,12 @@ class OfflineData:
         if self.mode == "in_memory":
             arrays = self.load_arrays()
             n = len(arrays[C.OBS])
+            if self.multi_module:
+                if num_shards != 1:
+                    raise ValueError("multi-agent datasets train with num_learners=0 for now")
+                mids = arrays[MODULE_COLUMN]
+                per_module = {m: {k: v[mids == m] for k, v in arrays.items() if k != MODULE_COLUMN} for m in self.module_ids}
+                return [MultiModuleInMemorySpec(per_module, batch_size, seed)]
             if num_shards == 1:
                 return [InMemorySpec(arrays, batch_size, seed)]
             import ray

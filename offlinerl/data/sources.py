@@ -24,6 +24,8 @@ __all__ = [
     "StreamingSource",
     "FixedBatchSource",
     "InMemorySpec",
+    "MultiModuleInMemorySource",
+    "MultiModuleInMemorySpec",
     "StreamingSpec",
     "FixedBatchSpec",
     "to_tensors",
@@ -170,6 +172,34 @@ class InMemorySpec:
 
             arrays = ray.get(arrays)
         return InMemorySource(arrays, self.batch_size, self.seed, device)
+
+
+class MultiModuleInMemorySource:
+    """One ``InMemorySource`` per module id; a batch holds ``batch_size`` transitions of every module."""
+
+    def __init__(self, per_module: Mapping[str, Mapping[str, Any]], batch_size: int, seed: int, device: torch.device | str = "cpu") -> None:
+        self.sources = {mid: InMemorySource(arrays, batch_size, seed + i, device, module_id=mid)
+                        for i, (mid, arrays) in enumerate(sorted(per_module.items()))}
+
+    def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
+        return {mid: src.next_batch()[mid] for mid, src in self.sources.items()}
+
+    def get_state(self) -> dict[str, Any]:
+        return {mid: src.get_state() for mid, src in self.sources.items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for mid, src in self.sources.items():
+            src.set_state(state[mid])
+
+
+@dataclass
+class MultiModuleInMemorySpec:
+    per_module: Mapping[str, Mapping[str, Any]]
+    batch_size: int
+    seed: int
+
+    def build(self, device: torch.device) -> MultiModuleInMemorySource:
+        return MultiModuleInMemorySource(self.per_module, self.batch_size, self.seed, device)
 
 
 @dataclass

@@ -81,3 +81,19 @@ def test_streaming_mode_with_two_ddp_learners(ray_session, cartpole):
         assert all(torch.equal(w0[k], w1[k]) for k in w0)
     finally:
         algo.stop()
+
+
+def test_in_memory_shards_with_two_ddp_learners_and_auto_mode(ray_session, pendulum):
+    from offlinerl.data import OfflineData
+
+    assert OfflineData(pendulum, _cfg(BCConfig, data={"in_memory_max_bytes": 1})).mode == "streaming"
+    algo = Algorithm("marwil", _cfg(MARWILConfig, num_learners=2, num_cpus_per_learner=0.5,
+                                    evaluation={"episodes": 1, "interval": 0}), pendulum)
+    try:
+        assert algo.offline_data.mode == "in_memory"
+        m = algo.train()
+        assert m["learner/updates"] == 20 and "losses/value" in m
+        w0, w1 = algo.learner_group.get_all_weights()
+        assert all(torch.equal(w0[k], w1[k]) for k in w0)
+    finally:
+        algo.stop()
