@@ -129,7 +129,7 @@ def table(paths: list[str]) -> str:
     for path in paths:
         for line in Path(path).read_text().splitlines():
             r = json.loads(line)
-            rows.setdefault((r["dataset"], r["pipeline"], r["algorithm"], " ".join(r["overrides"])), []).append(r)
+            rows.setdefault((r["dataset"], r["pipeline"], r["algorithm"], " ".join(r["overrides"]), r["updates"]), []).append(r)
 
     def ms(values):
         if len(values) == 1:
@@ -138,7 +138,7 @@ def table(paths: list[str]) -> str:
 
     lines = ["| dataset | pipeline | algorithm | overrides | seeds | updates | final score | final return | best score (any eval) | updates/s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    for (ds, pipe, algo, ov), rs in sorted(rows.items()):
+    for (ds, pipe, algo, ov, _), rs in sorted(rows.items()):
         rs.sort(key=lambda r: r["seed"])
         lines.append(f"| {Path(ds).name} | {pipe} | {algo} | {ov or '-'} | {len(rs)} | {rs[0]['updates']} | "
                      f"{ms([r['final_score'] for r in rs])} | {ms([r['final_return'] for r in rs])} | "
