@@ -144,23 +144,33 @@ def reference_iql(data, updates):
     return _time(step, updates)
 
 
-def ours(name, arrays, updates):
+def _sync():
+    if torch.cuda.is_available() and torch.get_default_device().type == "cuda":
+        torch.cuda.synchronize()
+
+
+def ours(name, arrays, updates, device="cpu"):
     cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule)}[name]
     cfg = cfg_cls.from_dict({"train_batch_size": BATCH, "model": {"hidden": [HIDDEN, HIDDEN]}})
-    learner = learner_cls(config=cfg, module_spec=MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))).build()
-    source = InMemorySource(arrays, BATCH, seed=0)
+    spec = MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))
+    learner = learner_cls(config=cfg, module_spec=spec, device=torch.device(device)).build()
+    source = InMemorySource(arrays, BATCH, 0, torch.device(device))
     learner.run_updates(source, 3)  # warm-up
+    _sync()
     t0 = time.perf_counter()
     learner.run_updates(source, updates)
+    _sync()
     return updates / (time.perf_counter() - t0)
 
 
 def _time(step, updates):
     for _ in range(3):
         step()
+    _sync()
     t0 = time.perf_counter()
     for _ in range(updates):
         step()
+    _sync()
     return updates / (time.perf_counter() - t0)
 
 
@@ -170,21 +180,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="alternate ours/reference this many times; best of each")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: where data, networks and updates live")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_default_device(args.device)  # the reference loops build their networks and samples there
     arrays = _arrays()
-    data = {k: torch.as_tensor(v) for k, v in arrays.items()}
+    data = {k: torch.as_tensor(v, device=args.device) for k, v in arrays.items()}
     results = {}
     for name, ref in (("iql", reference_iql), ("cql", reference_cql)):
         n = args.updates * (4 if name == "iql" else 1)
         o = r = 0.0
         for _ in range(args.repeats):  # alternate, so both see the same (shared) machine
-            o = max(o, ours(name, arrays, n))
+            o = max(o, ours(name, arrays, n, args.device))
             r = max(r, ref(data, n))
         results[name] = {"ours_in_memory_updates_per_s": round(o, 2), "pure_pytorch_updates_per_s": round(r, 2),
                          "ratio": round(o / r, 3), "updates_timed": n}
         print(name, results[name], flush=True)
-    meta = {"batch": BATCH, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
+    meta = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "batch": BATCH, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
             "threads": args.threads, "torch": torch.__version__, "load_average": list(__import__("os").getloadavg())}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
