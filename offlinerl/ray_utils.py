@@ -5,7 +5,17 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["init_ray"]
+__all__ = ["init_ray", "quiet_ray_data"]
+
+
+def quiet_ray_data() -> None:
+    """Keep Ray Data's per-job INFO lines out of a command's output.
+
+    Ray Data sets up its logging when it is imported, so import it first, then lower the level.
+    """
+    import ray.data  # noqa: F401
+
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
@@ -26,4 +36,5 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     else:
         ray.init(num_cpus=num_cpus, **kwargs)
     if quiet:
+        quiet_ray_data()
         ray.data.DataContext.get_current().enable_progress_bars = False

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.info import DatasetInfoError
-    from offlinerl.cli.validate import quiet_ray_data
+    from offlinerl.ray_utils import quiet_ray_data
     from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_stats
 
     quiet_ray_data()

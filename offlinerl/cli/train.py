@@ -25,17 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import logging
-
     from offlinerl.algorithms.config_io import ConfigError
     from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
+    from offlinerl.ray_utils import quiet_ray_data
 
     try:
         pipeline, config = load_pipeline(args.pipeline, args.overrides)
     except ConfigError as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 2
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # keep the progress bar readable
+    quiet_ray_data()  # keep the progress bar readable
     try:
         result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress)
     except (FileExistsError, FileNotFoundError, ValueError) as exc:

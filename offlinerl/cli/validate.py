@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
-__all__ = ["register", "run", "quiet_ray_data"]
+__all__ = ["register", "run"]
 
 EPILOG = """\
 exit codes:
@@ -40,15 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def quiet_ray_data() -> None:
-    """Keep Ray Data's per-job INFO lines out of a command's output (its logging is set up on import)."""
-    import ray.data  # noqa: F401
-
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-
-
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.validate import validate_dataset
+    from offlinerl.ray_utils import quiet_ray_data
 
     quiet_ray_data()
 
