@@ -12,31 +12,13 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 
 from offlinerl.algorithms.iql import IQLConfig, IQLRLModule, iql_loss
-from offlinerl.connectors import (AddNextObservations, AddTransitions, ConnectorPipeline, EpisodeColumns,
-                                  FlattenObservations, NormalizeObservations)
 from offlinerl.core import columns as C
+from offlinerl.data.transitions import load_transitions
 from offlinerl.env.evaluation import evaluate_module
-from offlinerl.episodes import parquet_files, read_info
-
-
-def load_transitions(path: str, normalize: bool) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
-    """Every transition of the dataset as arrays, and the env-side observation pipeline."""
-    info = read_info(path)
-    table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
-    episodes = EpisodeColumns.from_arrow(table, info.observation_space, info.action_space)
-    flatten = FlattenObservations(info.observation_space)
-    arrays = ConnectorPipeline([AddTransitions(), AddNextObservations(), flatten])({}, episodes)
-    if not normalize:
-        return arrays, ConnectorPipeline([flatten])
-    norm = NormalizeObservations()
-    norm.fit(arrays[C.OBS])
-    return norm(arrays), ConnectorPipeline([flatten, norm])
+from offlinerl.episodes import read_info
 
 
 def make_optimizers(module: IQLRLModule, cfg: IQLConfig) -> dict[str, torch.optim.Optimizer]:

@@ -1,0 +1,31 @@
+"""All transitions of a small dataset as numpy arrays, without Ray (for reference loops and tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offlinerl.connectors import (AddNextObservations, AddTransitions, ConnectorPipeline, EpisodeColumns,
+                                  FlattenObservations, NormalizeObservations)
+from offlinerl.core import columns as C
+from offlinerl.episodes import parquet_files, read_info
+
+__all__ = ["load_transitions"]
+
+
+def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
+    """Every transition of the dataset (obs, actions, rewards, next obs, flags) as arrays, and the
+    env-side observation pipeline that gives evaluation the same preprocessing."""
+    info = read_info(path)
+    table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
+    episodes = EpisodeColumns.from_arrow(table, info.observation_space, info.action_space)
+    flatten = FlattenObservations(info.observation_space)
+    arrays = ConnectorPipeline([AddTransitions(), AddNextObservations(), flatten])({}, episodes)
+    if not normalize:
+        return arrays, ConnectorPipeline([flatten])
+    norm = NormalizeObservations()
+    norm.fit(arrays[C.OBS])
+    return norm(arrays), ConnectorPipeline([flatten, norm])
