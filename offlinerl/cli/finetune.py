@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from offlinerl.cli.common import add_job_options
+
 __all__ = ["register"]
 
 
@@ -21,11 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("pipeline", help="fine-tuning pipeline file (e.g. pipelines/pendulum-iql-finetune.yaml)")
     p.add_argument("--from", dest="checkpoint", help="offline checkpoint directory (overrides the file's checkpoint)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a pipeline value by dotted key, e.g. online.online_fraction=0.25 (repeatable)")
-    p.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
-    p.add_argument("--address", help="Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_job_options(p, "online.online_fraction=0.25")
     p.set_defaults(func=run)
 
 

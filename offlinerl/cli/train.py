@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from offlinerl.cli.common import add_job_options
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,11 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="example: offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000",
     )
     p.add_argument("pipeline", help="pipeline file (e.g. pipelines/cartpole-bc.yaml)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a pipeline value by dotted key, e.g. config.lr=3e-4 or stop.updates=1000 (repeatable)")
-    p.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
-    p.add_argument("--address", help="Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_job_options(p, "config.lr=3e-4 or stop.updates=1000")
     p.set_defaults(func=run)
 
 

@@ -1,0 +1,16 @@
+"""Options shared by the commands that run a job from a pipeline file (train, finetune)."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_job_options"]
+
+
+def add_job_options(parser: argparse.ArgumentParser, set_example: str) -> None:
+    """``--set``, ``--output``, ``--address`` and ``--no-progress``; ``set_example`` shows a dotted key."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"override a pipeline value by dotted key, e.g. {set_example} (repeatable)")
+    parser.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
+    parser.add_argument("--address", help="Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
