@@ -4,7 +4,7 @@ Runs the pipeline's algorithm and config through the Ray-free reference loops of
 ``examples/reference_{cql,iql}.py`` (tested to compute the same losses and updates as
 the Ray path, bit for bit) so many seeds can run side by side on one machine, on CPU or
 GPU. ``--algorithm bc`` runs BC with the pipeline's model, batch, normalisation and
-update budget instead (lr 1e-3), the baseline each pipeline must beat.
+update budget instead (the pipeline's lr, else 1e-3); run on a BC pipeline it is that pipeline.
 
     PYTHONPATH=. python benchmarks/quality.py run pipelines/pendulum-iql.yaml --seed 1 --out results.jsonl
     PYTHONPATH=. python benchmarks/quality.py run pipelines/pendulum-iql.yaml --algorithm bc --seed 1 --out results.jsonl
@@ -73,7 +73,7 @@ def run(pipeline_path: str, algorithm: str | None, seed: int, overrides: list[st
     dataset = str(ROOT / spec["dataset"]) if not Path(spec["dataset"]).is_absolute() else spec["dataset"]
     cfg_dict = {**spec.get("config", {}), "seed": seed}
     if name == "bc":
-        keep = ("train_batch_size", "normalize_observations", "model", "evaluation", "updates_per_iteration")
+        keep = ("lr", "train_batch_size", "normalize_observations", "model", "evaluation", "updates_per_iteration")
         cfg = BCConfig.from_dict({k: v for k, v in cfg_dict.items() if k in keep} | {"seed": seed})
     else:
         cfg = get_algorithm(name).config_cls.from_dict(cfg_dict)
