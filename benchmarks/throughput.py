@@ -1,7 +1,11 @@
-"""Gradient updates/s of BC and MARWIL in offlinerl (in-memory and streaming data) against
-a minimal pure-PyTorch loop with the same network, batch and optimizer on in-memory tensors.
+"""Gradient updates/s of BC, MARWIL, CQL and IQL in offlinerl (in-memory and streaming data) against
+a minimal pure-PyTorch loop with the same networks, batch and optimizers on in-memory tensors.
 
     PYTHONPATH=. python benchmarks/throughput.py --out benchmarks/results/throughput.json
+    PYTHONPATH=. python benchmarks/throughput.py --algorithms cql,iql --updates 100 --out benchmarks/results/throughput_cql_iql.json
+
+BC and MARWIL's pure loops are below; CQL and IQL's are ``throughput_offpolicy.py``'s
+(written from the papers, two separate critic MLPs, one backward per optimizer group).
 
 Each configuration runs in alternating rounds (pure loop, in-memory, streaming, ...)
 and reports the median round, so background load on a shared machine affects all
@@ -25,6 +29,7 @@ import torch
 from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
+OFF_POLICY = ("cql", "iql")
 
 
 # -- the pure-PyTorch reference: same shapes, same maths, no framework ----------------------------------------
@@ -75,6 +80,23 @@ def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+
+    return run
+
+
+def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high):
+    """CQL / IQL: ``throughput_offpolicy``'s reference update as a function running n updates."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from throughput_offpolicy import REFERENCE_STEPS
+
+    torch.manual_seed(0)
+    step = REFERENCE_STEPS[algo](data, float(low.min()), float(high.max()))
+
+    def run(updates: int) -> None:
+        for _ in range(updates):
+            step()
 
     return run
 
@@ -135,8 +157,10 @@ def main() -> None:
                "batch_size": 256, "hidden": hidden, "dataset": args.dataset, "ray_init_s": ray_s,
                "streaming_dataset_repeat": args.streaming_repeat, "algorithms": {}}
     for name in args.algorithms.split(","):
-        base = {"train_batch_size": 256, "updates_per_iteration": args.updates, "lr": 1e-3,
+        base = {"train_batch_size": 256, "updates_per_iteration": args.updates,
                 "num_cpus_per_learner": args.threads, "model": {"hidden": hidden}, "evaluation": {"interval": 0}}
+        if name not in OFF_POLICY:
+            base["lr"] = 1e-3
         cfg_cls = get_algorithm(name).config_cls
         def timed(fn):
             def run():
@@ -156,7 +180,11 @@ def main() -> None:
                 data = {k: torch.as_tensor(v) for k, v in algo.offline_data.load_arrays().items()}
                 data.setdefault("returns_to_go", torch.zeros(len(data["obs"])))
                 space = algo.offline_data.action_space
-                pure = pure_loop(data, name, torch.as_tensor(space.low), torch.as_tensor(space.high), hidden, 256, 1e-3)
+                low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+                if name in OFF_POLICY:
+                    pure = offpolicy_loop(data, name, low, high)
+                else:
+                    pure = pure_loop(data, name, low, high, hidden, 256, 1e-3)
                 pure(20)
             algo.training_step()  # warm-up round
             r = _rounds({"pure_pytorch": timed(lambda: pure(args.updates)), mode: timed(algo.training_step)}, args.rounds)

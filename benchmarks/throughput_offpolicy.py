@@ -43,9 +43,9 @@ def mlp(i, o):
 
 
 class Actor(nn.Module):
-    def __init__(self):
+    def __init__(self, obs_dim=OBS_DIM, act_dim=ACT_DIM):
         super().__init__()
-        self.net = mlp(OBS_DIM, 2 * ACT_DIM)
+        self.net = mlp(obs_dim, 2 * act_dim)
 
     def forward(self, obs, n=None):
         mean, log_std = self.net(obs).chunk(2, -1)
@@ -65,14 +65,17 @@ class Actor(nn.Module):
         return logp - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
 
 
-def reference_cql(data, updates):
-    actor, q1, q2 = Actor(), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
-    t1, t2 = mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
+def cql_step(data, low=-1.0, high=1.0):
+    """One pure-PyTorch CQL-SAC update per call, on in-memory tensors (actions in the box [low, high])."""
+    obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
+    actor, q1, q2 = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     t1.load_state_dict(q1.state_dict()), t2.load_state_dict(q2.state_dict())
     log_alpha = torch.zeros((), requires_grad=True)
     opt_a, opt_q = torch.optim.Adam(actor.parameters(), 1e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
     opt_t = torch.optim.Adam([log_alpha], 1e-4)
     n = len(data["obs"])
+    log_box = act_dim * math.log(high - low)
 
     def q(net, s, a):
         return net(torch.cat([s, a], -1)).squeeze(-1)
@@ -82,18 +85,18 @@ def reference_cql(data, updates):
         s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
         a_new, logp = actor(s)
         alpha = log_alpha.exp()
-        loss_t = -(log_alpha * (logp.detach() - ACT_DIM)).mean()
+        loss_t = -(log_alpha * (logp.detach() - act_dim)).mean()
         loss_a = (alpha.detach() * logp - torch.min(q(q1, s, a_new), q(q2, s, a_new))).mean()
         with torch.no_grad():
             a2, _ = actor(s2)
             y = r + 0.99 * (1 - d) * torch.min(q(t1, s2, a2), q(t2, s2, a2))
             a_pi, lp_pi = actor(s, N_ACTIONS)
             a_pn, lp_pn = actor(s2, N_ACTIONS)
-        a_rand = torch.rand(N_ACTIONS, BATCH, ACT_DIM) * 2 - 1
+        a_rand = low + (high - low) * torch.rand(N_ACTIONS, BATCH, act_dim)
         s_rep = s.expand(N_ACTIONS, *s.shape)
         loss_q = 0
         for net in (q1, q2):
-            cat = torch.cat([q(net, s_rep, a_rand) + ACT_DIM * math.log(2), q(net, s_rep, a_pi) - lp_pi, q(net, s_rep, a_pn) - lp_pn])
+            cat = torch.cat([q(net, s_rep, a_rand) + log_box, q(net, s_rep, a_pi) - lp_pi, q(net, s_rep, a_pn) - lp_pn])
             qd = q(net, s, a)
             loss_q = loss_q + ((qd - y) ** 2).mean() + 5.0 * (torch.logsumexp(cat, 0) - qd).mean()
         for opt in (opt_a, opt_q, opt_t):
@@ -107,12 +110,14 @@ def reference_cql(data, updates):
                 for pt, po in zip(t.parameters(), o.parameters()):
                     pt.lerp_(po, 0.005)
 
-    return _time(step, updates)
+    return step
 
 
-def reference_iql(data, updates):
-    actor, q1, q2, v = Actor(), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM, 1)
-    t1, t2 = mlp(OBS_DIM + ACT_DIM, 1), mlp(OBS_DIM + ACT_DIM, 1)
+def iql_step(data, low=-1.0, high=1.0):
+    """One pure-PyTorch IQL update per call, on in-memory tensors (bounds unused: AWR scores data actions)."""
+    obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
+    actor, q1, q2, v = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1), mlp(obs_dim, 1)
+    t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
     n = len(data["obs"])
 
@@ -141,12 +146,19 @@ def reference_iql(data, updates):
                 for pt, po in zip(t.parameters(), o.parameters()):
                     pt.lerp_(po, 0.005)
 
-    return _time(step, updates)
+    return step
+
+
+REFERENCE_STEPS = {"cql": cql_step, "iql": iql_step}
 
 
 def _sync():
     if torch.cuda.is_available() and torch.get_default_device().type == "cuda":
         torch.cuda.synchronize()
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # main() may switch to process CPU time (steadier on a shared machine)
 
 
 def ours(name, arrays, updates, device="cpu"):
@@ -157,47 +169,52 @@ def ours(name, arrays, updates, device="cpu"):
     source = InMemorySource(arrays, BATCH, 0, torch.device(device))
     learner.run_updates(source, 3)  # warm-up
     _sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     learner.run_updates(source, updates)
     _sync()
-    return updates / (time.perf_counter() - t0)
+    return updates / (clock() - t0)
 
 
 def _time(step, updates):
     for _ in range(3):
         step()
     _sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(updates):
         step()
     _sync()
-    return updates / (time.perf_counter() - t0)
+    return updates / (clock() - t0)
 
 
 def main() -> None:
+    global clock
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--updates", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=2, help="alternate ours/reference this many times; best of each")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall: elapsed time; cpu: this process's CPU time (steadier when neighbours load the machine; "
+                        "CPU only, both loops run in this process)")
     parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
     parser.add_argument("--device", default="cpu", help="cpu or cuda: where data, networks and updates live")
     args = parser.parse_args()
+    clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     torch.set_default_device(args.device)  # the reference loops build their networks and samples there
     arrays = _arrays()
     data = {k: torch.as_tensor(v, device=args.device) for k, v in arrays.items()}
     results = {}
-    for name, ref in (("iql", reference_iql), ("cql", reference_cql)):
+    for name, make_step in REFERENCE_STEPS.items():
         n = args.updates * (4 if name == "iql" else 1)
         o = r = 0.0
         for _ in range(args.repeats):  # alternate, so both see the same (shared) machine
             o = max(o, ours(name, arrays, n, args.device))
-            r = max(r, ref(data, n))
+            r = max(r, _time(make_step(data), n))
         results[name] = {"ours_in_memory_updates_per_s": round(o, 2), "pure_pytorch_updates_per_s": round(r, 2),
                          "ratio": round(o / r, 3), "updates_timed": n}
         print(name, results[name], flush=True)
     meta = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "batch": BATCH, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
-            "threads": args.threads, "torch": torch.__version__, "load_average": list(__import__("os").getloadavg())}
+            "threads": args.threads, "clock": args.clock, "torch": torch.__version__, "load_average": list(__import__("os").getloadavg())}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
 

@@ -16,6 +16,9 @@ def quiet_ray_data() -> None:
     import ray.data  # noqa: F401
 
     logging.getLogger("ray.data").setLevel(logging.WARNING)
+    # init_ray(quiet=True) turns Ray Data's progress bars off on purpose (our commands draw their own);
+    # Ray Data then warns once that they are off, which would only be noise in our output.
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:

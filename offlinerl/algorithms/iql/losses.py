@@ -38,11 +38,10 @@ def awr_actor_loss(logp: Tensor, adv: Tensor, beta: float, max_weight: float) ->
 def iql_loss(batch: dict[str, Tensor], module, config: IQLConfig) -> LossOut:
     """IQL losses {actor, critic, value} on one batch (see the module docstring)."""
     obs, act = batch[OBS], batch[ACTIONS]
-    b = obs.shape[0]
     with torch.no_grad():
         target_q = ops.twin_min(module.target_q_values(obs, act))  # [B]
-    v_both = module.values(torch.cat([obs, batch[NEXT_OBS]]))  # [2B]: one forward for s and s'
-    v, next_v = v_both[:b], v_both[b:].detach()
+        next_v = module.values(batch[NEXT_OBS])  # apart from V(s): backward then covers B rows, not 2B
+    v = module.values(obs)
     y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
     q = module.q_values(obs, act)  # [E,B]
     adv = target_q - v.detach()
