@@ -40,7 +40,9 @@ transitions (s, a, r, s', terminated) is then a d3rlpy transition, and the run c
 that the count equals ``offlinerl.data.transitions.load_transitions``'. The extra row's
 action and reward are never used as a transition (d3rlpy samples uniformly over
 transitions, as our loop does). A terminated episode's last transition gets d3rlpy's
-terminal flag (no bootstrap), as ours. Box observations only (flattened).
+terminal flag (no bootstrap), as ours. Checked once by hand on pendulum-, cartpole- and
+double-pendulum-mixed: every d3rlpy transition (obs, action, reward, terminal, next obs)
+equals ours, in the same order. Box observations only (flattened).
 
 Settings mapping (ours -> d3rlpy 2.8.1):
 
@@ -93,6 +95,10 @@ Differences that remain (d3rlpy's design, not settings):
   stepped before the actor, as above.
 - Observation clipping: ours clips normalised observations to ±10; d3rlpy does not clip.
 - No Ray, no DDP: d3rlpy's single-process ``fit`` (Python per-sample minibatch assembly).
+
+The networks are built before the training clock starts, so ``fit`` logs one expected
+warning, "Skip building models since they're already built"; d3rlpy's per-epoch INFO logs
+are filtered out.
 
 Each JSON line: pipeline, algorithm, d3rlpy class, seed, d3rlpy and torch versions, dataset,
 updates, ``train_s`` (training only, evaluation excluded, as quality.py), ``seconds`` (whole
