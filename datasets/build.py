@@ -109,7 +109,7 @@ def _cartpole_levels() -> tuple[Level, ...]:
               "pole angle + angular velocity feedback only, with a bias: the pole stays up but the cart "
               "drifts off the track after ~120 steps, ε = 0.1"),
         Level("recovering", 12, lambda env: EpsilonGreedy(Latched(drifting, tuned, 0.3), 0.1, 2),
-              "the biased controller until |x| > 0.3, then the full-state one for good, ε = 0.1"),
+              "the biased controller until the cart is 0.3 from the centre, then the full-state one for good, ε = 0.1"),
         Level("poor", 80, lambda env: EpsilonGreedy(drifting, 0.5, 2), "the same biased controller, ε = 0.5"),
         Level("random", 150, lambda env: UniformRandom(env.action_space), "uniformly random actions"),
     )
