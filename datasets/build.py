@@ -52,6 +52,7 @@ from scripted_policies import (  # noqa: E402
     EpsilonGreedy,
     GaussianNoise,
     Guarded,
+    Latched,
     LinearStateFeedback,
     LinearSwitch,
     UniformRandom,
@@ -75,7 +76,7 @@ class Level:
     episodes: int
     """Number of episodes at scale 1."""
     make_policy: Callable[[gym.Env], BehaviorPolicy]
-    """Builds the behaviour policy for an env (reads its action space)."""
+    """Builds the behaviour policy for an env (reads its action space); called once per episode."""
     note: str = ""
     """One line for the card: what this level is."""
 
@@ -100,18 +101,17 @@ class Recipe:
 
 def _cartpole_levels() -> tuple[Level, ...]:
     tuned = LinearSwitch(gains=(0.1, 0.5, 10.0, 2.0))
-    drifting = LinearSwitch(gains=(0.0, 0.0, 1.0, 0.3), bias=0.035)
+    drifting = LinearSwitch(gains=(0.0, 0.0, 1.0, 0.3), bias=0.1)
     return (
-        Level("expert", 20, lambda env: EpsilonGreedy(tuned, 0.05, 2),
+        Level("expert", 10, lambda env: EpsilonGreedy(tuned, 0.05, 2),
               "full-state linear feedback, ε = 0.05"),
-        Level("medium", 80, lambda env: EpsilonGreedy(drifting, 0.1, 2),
-              "pole angle + angular velocity feedback only, with a rightward bias "
-              "(the cart drifts off the track), ε = 0.1"),
-        Level("recovering", 30, lambda env: EpsilonGreedy(Guarded(drifting, tuned, 1.0), 0.1, 2),
-              "the biased controller, with the full-state one taking over beyond |x| > 1, ε = 0.1"),
-        Level("poor", 60, lambda env: EpsilonGreedy(drifting, 0.5, 2),
-              "the same biased controller, ε = 0.5"),
-        Level("random", 60, lambda env: UniformRandom(env.action_space), "uniformly random actions"),
+        Level("medium", 250, lambda env: EpsilonGreedy(drifting, 0.1, 2),
+              "pole angle + angular velocity feedback only, with a bias: the pole stays up but the cart "
+              "drifts off the track after ~120 steps, ε = 0.1"),
+        Level("recovering", 12, lambda env: EpsilonGreedy(Latched(drifting, tuned, 0.3), 0.1, 2),
+              "the biased controller until the cart is 0.3 from the centre, then the full-state one for good, ε = 0.1"),
+        Level("poor", 80, lambda env: EpsilonGreedy(drifting, 0.5, 2), "the same biased controller, ε = 0.5"),
+        Level("random", 150, lambda env: UniformRandom(env.action_space), "uniformly random actions"),
     )
 
 
@@ -162,11 +162,13 @@ RECIPES: dict[str, Recipe] = {
         Recipe(
             "cartpole-mixed", "CartPole-v1", 1000, _cartpole_levels(), "expert",
             "CartPole-v1 (time limit 500 → truncated; the pole falling or the cart leaving the track → "
-            "terminated). The expert balances for the full 500 steps; the medium and poor levels keep the "
-            "pole up but steer with a bias, so the cart drifts off the track; the recovering level drifts "
-            "the same way until the expert's controller takes over beyond |x| > 1 and brings the cart "
-            "back. Imitation of the whole mix follows the drifting majority; the recovering episodes show "
-            "what to do once drifted, with returns that say it pays.",
+            "terminated). The expert balances for the full 500 steps. The medium and poor levels (most of "
+            "the steps) keep the pole up but steer with a bias, so the cart drifts off the track after about "
+            "120 steps. The small recovering level drifts the same way until the cart first passes |x| = 0.3, "
+            "then switches to the expert's controller for good and survives all 500 steps. In drifted states "
+            "the data that keeps drifting outnumbers the recovery several times, so imitation of the whole "
+            "mix drifts off like the majority; recovery is followed by hundreds of surviving steps and "
+            "continued drift by termination within tens, which value-based methods can use.",
         ),
         Recipe(
             "pendulum-mixed", "Pendulum-v1", 2000, _pendulum_levels(), "expert",
@@ -243,8 +245,8 @@ def generate(recipe: Recipe, episodes_scale: float = 1.0, progress: bool = True)
     bar = tqdm(total=sum(counts), desc=recipe.name, unit="ep", disable=not progress)
     episodes = []
     for i, (level, n) in enumerate(zip(recipe.levels, counts)):
-        policy = level.make_policy(env)
         for k in range(n):
+            policy = level.make_policy(env)  # fresh per episode: some controllers keep state (Latched)
             reset_seed, rng = level_seeds(recipe, i, k)
             episodes.append(collect_episode(env, policy, reset_seed, rng, f"{level.name}-{k:05d}", i))
             bar.update()

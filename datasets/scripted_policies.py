@@ -9,6 +9,8 @@ behaviour level" anchor of a dataset card.
 Controllers (deterministic, noise-free):
 - ``LinearSwitch``: CartPole bang-bang controller, push right iff ``k·s + b > 0``.
 - ``Guarded``: CartPole, one controller near the centre and another far from it.
+- ``Latched``: CartPole, one controller until the cart first leaves a band around the
+  centre, another for the rest of the episode (stateful: build one per episode).
 - ``EnergySwingUp``: Pendulum energy pumping far from upright, PD balance near it.
 - ``LinearStateFeedback``: InvertedDoublePendulum cart, u = −K·[x, θ1, θ2, ẋ, θ̇1, θ̇2] + b,
   with K from ``double_pendulum_lqr_gains`` (discrete LQR on a finite-difference
@@ -39,6 +41,7 @@ __all__ = [
     "Controller",
     "LinearSwitch",
     "Guarded",
+    "Latched",
     "EnergySwingUp",
     "LinearStateFeedback",
     "double_pendulum_lqr_gains",
@@ -101,6 +104,30 @@ class Guarded:
 
     def describe(self) -> dict[str, Any]:
         return {"controller": "guarded", "base": self.base.describe(), "recovery": self.recovery.describe(),
+                "x_limit": self.x_limit}
+
+
+class Latched:
+    """CartPole: ``base`` until ``|x| > x_limit`` is first seen, then ``recovery`` for good.
+
+    Unlike ``Guarded`` it never switches back, so the recovery controller returns the cart
+    to the centre and keeps it there instead of chattering at the band's edge. It keeps
+    state (whether it has switched): make a fresh one for every episode.
+    """
+
+    def __init__(self, base: LinearSwitch, recovery: LinearSwitch, x_limit: float) -> None:
+        self.base = base
+        self.recovery = recovery
+        self.x_limit = x_limit
+        self.switched = False
+
+    def __call__(self, obs: np.ndarray) -> int:
+        if abs(float(obs[0])) > self.x_limit:
+            self.switched = True
+        return self.recovery(obs) if self.switched else self.base(obs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": "latched", "base": self.base.describe(), "recovery": self.recovery.describe(),
                 "x_limit": self.x_limit}
 
 

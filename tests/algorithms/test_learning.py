@@ -23,7 +23,7 @@ def _card(dataset: str) -> dict:
     "pipeline,dataset,updates,fraction",
     [
         ("cartpole-bc", "cartpole-mixed", 1000, 0.0),
-        ("cartpole-marwil", "cartpole-mixed", 1500, 0.5),
+        ("cartpole-marwil", "cartpole-mixed", 3500, 0.4),
         ("pendulum-bc", "pendulum-mixed", 3000, 0.0),
         ("pendulum-marwil", "pendulum-mixed", 2500, 0.5),
     ],
