@@ -52,6 +52,7 @@ from scripted_policies import (  # noqa: E402
     EpsilonGreedy,
     GaussianNoise,
     Guarded,
+    HoldBeyond,
     Latched,
     LinearStateFeedback,
     LinearSwitch,
@@ -137,22 +138,34 @@ def _double_pendulum_gains() -> tuple[float, ...]:
     return double_pendulum_lqr_gains()
 
 
+# double-pendulum-mixed: the medium controller's wrong-signed cart-position gain, the |x| beyond which
+# the recovering level's full LQR takes over, the |x| at which it then holds the cart, episodes per level.
+DP_RUNAWAY_GAIN, DP_LIMIT, DP_HOLD = 0.3, 0.4, 0.5
+DP_EPISODES = {"expert": 6, "medium": 400, "recovering": 20, "poor": 60, "random": 20}
+
+
 def _double_pendulum_levels() -> tuple[Level, ...]:
-    def noisy(bias, drop_cart_position, sigma):
+    def runaway(env_gains: tuple[float, ...]) -> LinearStateFeedback:
+        return LinearStateFeedback((-DP_RUNAWAY_GAIN, *env_gains[1:]))
+
+    def noisy(make_controller, sigma):
         def make(env):
-            gains = _double_pendulum_gains()
-            if drop_cart_position:
-                gains = (0.0, *gains[1:])
-            return GaussianNoise(LinearStateFeedback(gains, bias), sigma, env.action_space.low, env.action_space.high)
+            return GaussianNoise(make_controller(_double_pendulum_gains()), sigma,
+                                 env.action_space.low, env.action_space.high)
         return make
 
     return (
-        Level("expert", 20, noisy(0.0, False, 0.1), "LQR state feedback, σ = 0.1"),
-        Level("medium", 120, noisy(0.015, True, 0.1),
-              "LQR without the cart-position gain, force bias 0.015: the cart drifts into the rail "
-              "and the poles fall, σ = 0.1"),
-        Level("poor", 50, noisy(0.015, True, 0.3), "the same drifting controller, σ = 0.3"),
-        Level("random", 20, lambda env: UniformRandom(env.action_space), "uniformly random forces"),
+        Level("expert", DP_EPISODES["expert"], noisy(LinearStateFeedback, 0.1), "LQR state feedback, σ = 0.1"),
+        Level("medium", DP_EPISODES["medium"], noisy(runaway, 0.1),
+              f"LQR with a wrong-signed cart-position gain (+{DP_RUNAWAY_GAIN}·x): the cart runs away "
+              "from the centre into the end of the rail and the poles fall within ~100 steps, σ = 0.1"),
+        Level("recovering", DP_EPISODES["recovering"],
+              noisy(lambda k: HoldBeyond(runaway(k), k, DP_LIMIT, DP_HOLD), 0.1),
+              f"the medium controller until |x| > {DP_LIMIT}, then the full LQR stops the cart and holds it "
+              f"at |x| = {DP_HOLD}, σ = 0.1"),
+        Level("poor", DP_EPISODES["poor"], noisy(runaway, 0.3), "the medium controller, σ = 0.3"),
+        Level("random", DP_EPISODES["random"], lambda env: UniformRandom(env.action_space),
+              "uniformly random forces"),
     )
 
 
@@ -183,9 +196,14 @@ RECIPES: dict[str, Recipe] = {
             "InvertedDoublePendulum-v5 (MuJoCo; 1000 steps → truncated; the tip dropping below y = 1 → "
             "terminated; observations stored as float32, the env emits float64). Reward ≈ 9.36 per step "
             "alive, so returns measure survival. The expert is an LQR controller computed from the MuJoCo "
-            "model itself; the medium level balances the poles but ignores the cart position and pushes "
-            "with a small constant bias, so the cart drifts into the end of the rail and the poles fall "
-            "after a few hundred steps; imitation of the whole mix follows that majority.",
+            "model itself. The medium majority balances the poles with the same gains except a wrong-signed "
+            "cart-position gain, so the cart runs away from the centre to either side, hits the end of the "
+            "rail and the poles fall, within tens of steps of passing |x| = 0.4. The small recovering level "
+            "runs away the same way, but beyond |x| > 0.4 the full LQR stops the cart and holds it at "
+            "|x| = 0.5 to the time limit. Most steps come from the medium level; where the cart runs out past "
+            "|x| = 0.4 the run-away and the stopping actions are about equally common, and imitation of the "
+            "whole mix (their average) still runs into the rail; the recovering episodes show what to do "
+            "there, with returns that say it pays within tens of steps.",
         ),
     )
 }

@@ -15,6 +15,8 @@ Controllers (deterministic, noise-free):
 - ``LinearStateFeedback``: InvertedDoublePendulum cart, u = −K·[x, θ1, θ2, ẋ, θ̇1, θ̇2] + b,
   with K from ``double_pendulum_lqr_gains`` (discrete LQR on a finite-difference
   linearisation of the MuJoCo model about upright).
+- ``HoldBeyond``: InvertedDoublePendulum, one controller near the centre; beyond
+  |x| > limit the full-state feedback stops the cart and holds it at ±hold.
 
 Exploration wrappers:
 - ``EpsilonGreedy`` (discrete): with probability ε a uniformly random action,
@@ -44,6 +46,7 @@ __all__ = [
     "Latched",
     "EnergySwingUp",
     "LinearStateFeedback",
+    "HoldBeyond",
     "double_pendulum_lqr_gains",
     "EpsilonGreedy",
     "GaussianNoise",
@@ -226,6 +229,38 @@ class LinearStateFeedback:
 
     def describe(self) -> dict[str, Any]:
         return {"controller": "linear_state_feedback", "gains": list(self.gains), "bias": self.bias}
+
+
+@dataclass(frozen=True)
+class HoldBeyond:
+    """InvertedDoublePendulum-v5: ``base`` while |x| ≤ ``limit``; beyond it u = −K·(s − s*) with s* = (±hold, 0, …).
+
+    With ``hold > limit`` the cart is stopped and held on the side it drifted to,
+    outside the limit, so the switch is permanent without any memory: a drifting
+    ``base`` is rescued once, and the rescued states (cart at rest off-centre) are
+    unlike the start states (cart at rest in the centre).
+    """
+
+    base: LinearStateFeedback
+    """The controller used while the cart is within ``limit`` of the centre."""
+    gains: tuple[float, ...]
+    """K of the full-state feedback that takes over beyond the limit."""
+    limit: float
+    """Distance of the cart from the centre beyond which the full-state feedback acts."""
+    hold: float
+    """Distance from the centre at which the full-state feedback holds the cart (> ``limit``)."""
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = float(obs[0])
+        if abs(x) <= self.limit:
+            return self.base(obs)
+        shifted = np.array(obs, dtype=np.float64)
+        shifted[0] = x - math.copysign(self.hold, x)
+        return LinearStateFeedback(self.gains)(shifted)
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": "hold_beyond", "base": self.base.describe(), "gains": list(self.gains),
+                "limit": self.limit, "hold": self.hold}
 
 
 # ---------------------------------------------------------- exploration wrappers
