@@ -171,11 +171,12 @@ RECIPES: dict[str, Recipe] = {
         ),
         Recipe(
             "pendulum-mixed", "Pendulum-v1", 2000, _pendulum_levels(), "expert",
-            "Pendulum-v1 (200 steps, always truncated). Every scripted level is the same energy-pumping "
-            "swing-up with the same PD balance near the top; they differ in how hard they pump. The expert "
-            "pumps at full torque and is upright after ~30 steps; the medium and poor levels pump with at "
-            "most ±0.2 and ±0.1, so they need many swings (from hanging, more than the whole episode) and "
-            "spend most of their steps swinging far from upright. Behaviour cloning of the whole mix follows the slow pumping of the "
+            "Pendulum-v1 (200 steps, always truncated). Every scripted level is the same energy-pumping swing-up "
+            "with the same PD balance near the top; they differ in how hard they pump. The expert pumps at full "
+            "torque and is upright within ~60 steps even from hanging at rest; the medium and poor levels pump "
+            "with at most ±0.2 and ±0.1, so they need many swings (from hanging, more than the whole episode) "
+            "and spend most of their steps "
+            "swinging far from upright. Behaviour cloning of the whole mix follows the slow pumping of the "
             "majority; in the same swinging states the data also shows harder pushes (the expert's, and the "
             "noise of the weaker levels) followed within tens of steps by the pendulum reaching the top.",
         ),
