@@ -121,15 +121,16 @@ def _pendulum_levels() -> tuple[Level, ...]:
         return lambda env: GaussianNoise(controller, sigma, env.action_space.low, env.action_space.high)
 
     expert = EnergySwingUp(k_energy=2.0, kp=10.0, kd=2.0)
-    marginal = EnergySwingUp(k_energy=2.0, kp=4.0, kd=0.5)
-    soft = EnergySwingUp(k_energy=2.0, kp=2.0, kd=0.5)
+    slow = EnergySwingUp(k_energy=2.0, kp=10.0, kd=2.0, pump_torque=0.2)
+    slower = EnergySwingUp(k_energy=2.0, kp=10.0, kd=2.0, pump_torque=0.1)
     return (
-        Level("expert", 40, noisy(expert, 0.2), "energy swing-up + PD balance (kp 10, kd 2), σ = 0.2"),
-        Level("medium", 90, noisy(marginal, 1.0),
-              "the same swing-up with a weaker balance (kp 4, kd 0.5) that the noise often knocks over, σ = 1.0"),
-        Level("poor", 90, noisy(soft, 1.0),
-              "the same swing-up with a too-soft balance (kp 2, kd 0.5): falls back and re-pumps, σ = 1.0"),
-        Level("random", 30, lambda env: UniformRandom(env.action_space), "uniformly random torques"),
+        Level("expert", 25, noisy(expert, 0.2),
+              "energy swing-up at full torque (±2) + PD balance (kp 10, kd 2), σ = 0.2"),
+        Level("medium", 75, noisy(slow, 0.3),
+              "the same controller pumping with at most ±0.2: many swings before the top, σ = 0.3"),
+        Level("poor", 110, noisy(slower, 1.0),
+              "the same controller pumping with at most ±0.1, σ = 1.0"),
+        Level("random", 40, lambda env: UniformRandom(env.action_space), "uniformly random torques"),
     )
 
 
@@ -185,11 +186,14 @@ RECIPES: dict[str, Recipe] = {
         ),
         Recipe(
             "pendulum-mixed", "Pendulum-v1", 2000, _pendulum_levels(), "expert",
-            "Pendulum-v1 (200 steps, always truncated). Every scripted level pumps energy the same way; "
-            "they differ in the balance law near the top: the expert's stiff PD holds the pendulum up, the "
-            "medium level's weaker one is often knocked over by its action noise, the poor level's is too "
-            "soft to hold it at all, so it falls back and is pumped up again. Behaviour cloning of the whole "
-            "mix averages these balance laws (and the random torques) and lands near the dataset mean.",
+            "Pendulum-v1 (200 steps, always truncated). Every scripted level is the same energy-pumping swing-up "
+            "with the same PD balance near the top; they differ in how hard they pump. The expert pumps at full "
+            "torque and is upright within ~60 steps even from hanging at rest; the medium and poor levels pump "
+            "with at most ±0.2 and ±0.1, so they need many swings (from hanging, more than the whole episode) "
+            "and spend most of their steps "
+            "swinging far from upright. Behaviour cloning of the whole mix follows the slow pumping of the "
+            "majority; in the same swinging states the data also shows harder pushes (the expert's, and the "
+            "noise of the weaker levels) followed within tens of steps by the pendulum reaching the top.",
         ),
         Recipe(
             "double-pendulum-mixed", "InvertedDoublePendulum-v5", 3000, _double_pendulum_levels(), "expert",

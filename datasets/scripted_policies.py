@@ -139,8 +139,9 @@ class EnergySwingUp:
     """Pendulum (m = l = 1, g = 10): energy pumping, then PD balance near upright.
 
     Pumping: u = k_e · (E* − E) · sign(θ̇) with E = θ̇²/6 + 5 cos θ and E* = 5
-    (the energy at rest upright) by default. Balance when cos θ > ``switch_cos``:
-    u = −kp · θ − kd · θ̇. Torque clipped to ±``max_torque``.
+    (the energy at rest upright) by default, clipped to ±``pump_torque``. Balance
+    when cos θ > ``switch_cos``: u = −kp · θ − kd · θ̇. Torque clipped to ±``max_torque``.
+    A small ``pump_torque`` swings up slowly: many swings before the top is reached.
     """
 
     k_energy: float = 2.0
@@ -155,6 +156,8 @@ class EnergySwingUp:
     """Torque limit of the controller (the env allows ±2)."""
     target_energy: float = 5.0
     """E* of the pumping law; above 5 the pendulum is driven over the top and keeps spinning."""
+    pump_torque: float = 2.0
+    """Torque limit while pumping (at most ``max_torque``); below ~0.5 the swing-up takes 80+ steps."""
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         cos_t, sin_t, omega = (float(v) for v in obs)
@@ -164,6 +167,7 @@ class EnergySwingUp:
             energy = omega * omega / 6.0 + 5.0 * cos_t
             direction = 1.0 if omega >= 0.0 else -1.0
             u = self.k_energy * (self.target_energy - energy) * direction
+            u = min(max(u, -self.pump_torque), self.pump_torque)
         return np.array([min(max(u, -self.max_torque), self.max_torque)], dtype=np.float64)
 
     def describe(self) -> dict[str, Any]:
@@ -171,6 +175,7 @@ class EnergySwingUp:
             "controller": "energy_swing_up_pd_balance",
             "k_energy": self.k_energy, "kp": self.kp, "kd": self.kd,
             "switch_cos": self.switch_cos, "max_torque": self.max_torque, "target_energy": self.target_energy,
+            "pump_torque": self.pump_torque,
         }
 
 

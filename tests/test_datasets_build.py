@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from offlinerl.episodes import load_episodes, parquet_files, read_info
+from offlinerl.scoring import normalized_score
 from tests.conftest import DATASETS
 
 NAMES = ("cartpole-mixed", "pendulum-mixed", "double-pendulum-mixed")
@@ -247,3 +248,41 @@ def test_shipped_double_pendulum_mistake_is_punished_within_tens_of_steps():
     assert min(after_limit["recovering"]) >= 500  # stopped beyond the limit and held to the time limit
     assert recipe.levels[[lv.name for lv in recipe.levels].index("recovering")].episodes < \
         recipe.levels[[lv.name for lv in recipe.levels].index("medium")].episodes / 10
+
+
+def _steps_to_upright(env, policy, limit: int) -> int:
+    """Steps the noise-free policy needs to bring the pendulum from hanging at rest to cos θ > 0.95."""
+    env.reset(seed=0)
+    env.unwrapped.state = np.array([np.pi, 0.0])
+    obs = np.array([-1.0, 0.0, 0.0], dtype=np.float32)
+    for t in range(limit):
+        obs, *_ = env.step(policy.mean_action(obs))
+        if obs[0] > 0.95:
+            return t + 1
+    return limit
+
+
+def test_pendulum_mixed_majority_swings_up_slowly():
+    """pendulum-mixed: most steps come from levels that pump too weakly to swing up from hanging within an
+    episode; their noise-free controllers are clearly worse than the expert's (BC is evaluated noise-free)."""
+    card = json.loads((DATASETS / "pendulum-mixed" / "card.json").read_text())
+    share = {name: lv["steps"] / card["num_steps"] for name, lv in card["levels"].items()}
+    assert 0.05 <= share["expert"] <= 0.15
+    assert share["medium"] + share["poor"] >= 0.7
+    recipe = build.RECIPES["pendulum-mixed"]
+    env = gym.make(recipe.env_id)
+    policies = {lv.name: lv.make_policy(env) for lv in recipe.levels}
+    assert _steps_to_upright(env, policies["expert"], 200) <= 80
+    for name in ("medium", "poor"):
+        assert _steps_to_upright(env, policies[name], 200) == 200, name
+        returns, first_seed = [], int(card["anchor_reset_seeds"].split("..")[0])
+        for i in range(10):
+            obs, _ = env.reset(seed=first_seed + i)
+            total, done = 0.0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(policies[name].mean_action(obs))
+                total, done = total + float(reward), terminated or truncated
+            returns.append(total)
+        score = normalized_score(float(np.mean(returns)), card["random_return"], card["best_return"])
+        assert score < 75.0, (name, score)
+    env.close()

@@ -5,7 +5,7 @@ tests/examples/test_reference_offpolicy.py shows to compute the same transitions
 and updates as the Ray path; they skip Ray's start-up so each test stays well under
 ~90 s on 2 busy cores. Thresholds are normalised scores (0 = random policy, 100 = the
 best behaviour level of the dataset card) above the dataset mean (cartpole 17,
-pendulum 56, from the cards). Full-size results: benchmarks/README.md.
+pendulum 39, from the cards). Full-size results: benchmarks/README.md.
 """
 
 import importlib.util
@@ -68,8 +68,8 @@ def test_discrete_iql_learns_cartpole():
 
 @pytest.mark.slow
 def test_iql_learns_pendulum():
-    # beta 10 and 128x128 end at the expert level for seeds 0 and 1 (103.6 each); beta 3 with 64x64
-    # after 3000 updates ended between 46 and 68 depending on the seed.
-    cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "normalize_observations": True, "beta": 10.0,
+    # pipelines/pendulum-iql.yaml's settings: 83 ± 7 over seeds 0-2 (BC 58 ± 7, benchmarks/quality.py). BC follows the
+    # data's slow pumping; IQL's advantage-weighted actor pumps at full torque like the expert.
+    cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "normalize_observations": True, "beta": 3.0,
                                "model": {"hidden": [128, 128]}})
-    assert _learn("iql", IQLRLModule, cfg, "pendulum-mixed", 5000, episodes=10) > 60
+    assert _learn("iql", IQLRLModule, cfg, "pendulum-mixed", 4000, episodes=10) > 70

@@ -1,7 +1,7 @@
 """Learning thresholds of the shipped pipelines on the shipped datasets (budgets cut to keep the suite short).
 
 Targets (dataset cards): BC reaches at least the dataset's mean return; MARWIL gets at
-least half of the way from the dataset mean to the best behaviour level.
+least half of the way from the dataset mean to the best behaviour level (pendulum: 60 %).
 """
 
 import json
@@ -25,7 +25,7 @@ def _card(dataset: str) -> dict:
         ("cartpole-bc", "cartpole-mixed", 1000, 0.0),
         ("cartpole-marwil", "cartpole-mixed", 3500, 0.4),
         ("pendulum-bc", "pendulum-mixed", 3000, 0.0),
-        ("pendulum-marwil", "pendulum-mixed", 2500, 0.5),
+        ("pendulum-marwil", "pendulum-mixed", 2500, 0.6),  # measured 89 normalised at 2500 (seed 0), target 76
     ],
 )
 def test_pipeline_reaches_target(ray_session, tmp_path, pipeline, dataset, updates, fraction):
