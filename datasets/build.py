@@ -51,7 +51,6 @@ from scripted_policies import (  # noqa: E402
     EnergySwingUp,
     EpsilonGreedy,
     GaussianNoise,
-    Guarded,
     HoldBeyond,
     Latched,
     LinearStateFeedback,

@@ -8,7 +8,6 @@ behaviour level" anchor of a dataset card.
 
 Controllers (deterministic, noise-free):
 - ``LinearSwitch``: CartPole bang-bang controller, push right iff ``k·s + b > 0``.
-- ``Guarded``: CartPole, one controller near the centre and another far from it.
 - ``Latched``: CartPole, one controller until the cart first leaves a band around the
   centre, another for the rest of the episode (stateful: build one per episode).
 - ``EnergySwingUp``: Pendulum energy pumping far from upright, PD balance near it.
@@ -42,7 +41,6 @@ __all__ = [
     "BehaviorPolicy",
     "Controller",
     "LinearSwitch",
-    "Guarded",
     "Latched",
     "EnergySwingUp",
     "LinearStateFeedback",
@@ -91,31 +89,13 @@ class LinearSwitch:
         return {"controller": "linear_switch", "gains": list(self.gains), "bias": self.bias}
 
 
-@dataclass(frozen=True)
-class Guarded:
-    """CartPole: ``base`` while the cart is within ``x_limit`` of the centre, ``recovery`` beyond it."""
-
-    base: LinearSwitch
-    """The controller used near the centre."""
-    recovery: LinearSwitch
-    """The controller that takes over far from the centre."""
-    x_limit: float
-    """Distance of the cart from the centre beyond which ``recovery`` acts."""
-
-    def __call__(self, obs: np.ndarray) -> int:
-        return self.recovery(obs) if abs(float(obs[0])) > self.x_limit else self.base(obs)
-
-    def describe(self) -> dict[str, Any]:
-        return {"controller": "guarded", "base": self.base.describe(), "recovery": self.recovery.describe(),
-                "x_limit": self.x_limit}
-
-
 class Latched:
     """CartPole: ``base`` until ``|x| > x_limit`` is first seen, then ``recovery`` for good.
 
-    Unlike ``Guarded`` it never switches back, so the recovery controller returns the cart
-    to the centre and keeps it there instead of chattering at the band's edge. It keeps
-    state (whether it has switched): make a fresh one for every episode.
+    It never switches back, so the recovery controller returns the cart to the centre and
+    keeps it there instead of chattering at the band's edge (as a controller that switched on
+    |x| alone did in the first version of cartpole-mixed). It keeps state (whether it has
+    switched): make a fresh one for every episode.
     """
 
     def __init__(self, base: LinearSwitch, recovery: LinearSwitch, x_limit: float) -> None:

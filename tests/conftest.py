@@ -13,6 +13,14 @@ SHARED_FIXTURES = Path(os.environ.get("OFFLINERL_SHARED_FIXTURES", REPO.parent /
 DATASETS = REPO / "datasets"
 
 
+def pytest_configure(config):
+    """One torch thread in the test process: Ray's workers share the same 2 cores, and the
+    in-process learning loops (small MLPs) ran several times slower oversubscribed."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """A real local Ray, started once per test session (2 CPUs, no dashboard)."""
