@@ -194,7 +194,8 @@ def run_pipeline(
                         writer.add_scalar(k, v, step)
                 if bar is not None:
                     bar.update(config.updates_per_iteration)
-                    post = {"loss": f"{m.get('losses/actor', float('nan')):.3f}", "upd/s": f"{m['perf/updates_per_s']:.0f}"}
+                    post = _loss_postfix(m)  # every loss term the algorithm has (discrete CQL: critic only)
+                    post["upd/s"] = f"{m['perf/updates_per_s']:.0f}"
                     if algo.last_eval:
                         post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
                     bar.set_postfix(post)
@@ -234,6 +235,15 @@ def run_pipeline(
     }
     (run / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _loss_postfix(metrics: dict, most: int = 3) -> dict[str, str]:
+    """``{"actor": "0.412", "critic": "1.3"}`` for the progress bar, from ``[<module>/]losses/<name>``."""
+    out: dict[str, str] = {}
+    for key, value in metrics.items():
+        if "losses/" in key and isinstance(value, float) and len(out) < most:
+            out.setdefault(key.split("losses/", 1)[1], f"{value:.3g}")
+    return out
 
 
 def _should_stop(stop: StopConfig, algo: Algorithm, m: Mapping[str, float], train_s: float) -> bool:
