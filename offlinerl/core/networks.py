@@ -16,6 +16,8 @@ __all__ = [
     "MLP",
     "CNNEncoder",
     "EnsembleMLP",
+    "batched_layer",
+    "CPU_ROW_CHUNK",
     "Distribution",
     "Categorical",
     "TanhGaussian",
@@ -92,6 +94,11 @@ class CNNEncoder(nn.Module):
 CPU_ROW_CHUNK = 2048  # rows per addmm chain in EnsembleMLP on CPU (2048 × 256 float32 = 2 MiB)
 
 
+def batched_layer(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """One ``EnsembleMLP`` layer for every member at once: ``[E, B, in] @ [E, in, out] + [E, 1, out]``."""
+    return torch.baddbmm(bias, x, weight)
+
+
 class EnsembleMLP(nn.Module):
     """``num_members`` independent MLPs evaluated together: ``[B, in]`` or ``[E, B, in]`` -> ``[E, B, out]``.
 
@@ -126,24 +133,22 @@ class EnsembleMLP(nn.Module):
             return torch.stack([self._member_rows(x if x.dim() == 2 else x[e], e) for e in range(self.num_members)])
         if x.dim() == 2:
             x = x.unsqueeze(0).expand(self.num_members, -1, -1)  # [E, B, in]
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            x = torch.baddbmm(b, x, w)  # [E, B, d_out]
-            if i < last:
-                x = self.act(x)
-        return x
+        return self._layers(x, batched_layer)  # [E, B, out]
 
     def _member_rows(self, x: torch.Tensor, e: int) -> torch.Tensor:
         """Member ``e`` on ``[B, in]``, at most ``CPU_ROW_CHUNK`` rows at a time."""
-        if x.shape[0] <= CPU_ROW_CHUNK:
-            return self._member(x, e)
-        return torch.cat([self._member(rows, e) for rows in x.split(CPU_ROW_CHUNK)])
+        def layer(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.addmm(b[e], h, w[e])
 
-    def _member(self, x: torch.Tensor, e: int) -> torch.Tensor:
-        """Member ``e`` alone: ``[B, in]`` -> ``[B, out]``."""
+        if x.shape[0] <= CPU_ROW_CHUNK:
+            return self._layers(x, layer)
+        return torch.cat([self._layers(rows, layer) for rows in x.split(CPU_ROW_CHUNK)])
+
+    def _layers(self, x: torch.Tensor, layer) -> torch.Tensor:
+        """``layer(x, weight, bias)`` for every layer, the activation between them."""
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            x = torch.addmm(b[e], x, w[e])
+            x = layer(x, w, b)
             if i < last:
                 x = self.act(x)
         return x
