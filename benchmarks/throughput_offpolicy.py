@@ -65,6 +65,23 @@ class Actor(nn.Module):
         return logp - (2 * (math.log(2) - u - nn.functional.softplus(-2 * u))).sum(-1)
 
 
+def q(net, s, a):
+    return net(torch.cat([s, a], -1)).squeeze(-1)
+
+
+def sample(data):
+    """A minibatch (s, a, r, s', terminated) of BATCH uniformly drawn transitions."""
+    idx = torch.randint(len(data["obs"]), (BATCH,))
+    return (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+
+
+@torch.no_grad()
+def polyak(pairs, tau=0.005):
+    for target, online in pairs:
+        for pt, po in zip(target.parameters(), online.parameters()):
+            pt.lerp_(po, tau)
+
+
 def cql_step(data, low=-1.0, high=1.0):
     """One pure-PyTorch CQL-SAC update per call, on in-memory tensors (actions in the box [low, high])."""
     obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
@@ -74,15 +91,10 @@ def cql_step(data, low=-1.0, high=1.0):
     log_alpha = torch.zeros((), requires_grad=True)
     opt_a, opt_q = torch.optim.Adam(actor.parameters(), 1e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
     opt_t = torch.optim.Adam([log_alpha], 1e-4)
-    n = len(data["obs"])
     log_box = act_dim * math.log(high - low)
 
-    def q(net, s, a):
-        return net(torch.cat([s, a], -1)).squeeze(-1)
-
     def step():
-        idx = torch.randint(n, (BATCH,))
-        s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+        s, a, r, s2, d = sample(data)
         a_new, logp = actor(s)
         alpha = log_alpha.exp()
         loss_t = -(log_alpha * (logp.detach() - act_dim)).mean()
@@ -105,10 +117,7 @@ def cql_step(data, low=-1.0, high=1.0):
         loss_q.backward(inputs=[*q1.parameters(), *q2.parameters()])
         for opt in (opt_a, opt_q, opt_t):
             opt.step()
-        with torch.no_grad():
-            for t, o in ((t1, q1), (t2, q2)):
-                for pt, po in zip(t.parameters(), o.parameters()):
-                    pt.lerp_(po, 0.005)
+        polyak(((t1, q1), (t2, q2)))
 
     return step
 
@@ -119,14 +128,9 @@ def iql_step(data, low=-1.0, high=1.0):
     actor, q1, q2, v = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1), mlp(obs_dim, 1)
     t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
-    n = len(data["obs"])
-
-    def q(net, s, a):
-        return net(torch.cat([s, a], -1)).squeeze(-1)
 
     def step():
-        idx = torch.randint(n, (BATCH,))
-        s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+        s, a, r, s2, d = sample(data)
         with torch.no_grad():
             tq = torch.min(q(t1, s, a), q(t2, s, a))
             y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
@@ -141,10 +145,7 @@ def iql_step(data, low=-1.0, high=1.0):
         (loss_v + loss_q + loss_a).backward()
         for opt in opts:
             opt.step()
-        with torch.no_grad():
-            for t, o in ((t1, q1), (t2, q2)):
-                for pt, po in zip(t.parameters(), o.parameters()):
-                    pt.lerp_(po, 0.005)
+        polyak(((t1, q1), (t2, q2)))
 
     return step
 
