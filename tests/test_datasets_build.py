@@ -34,6 +34,7 @@ def _load_build_module():
 
 
 build = _load_build_module()
+from dataset_cards import evaluate as evaluate_policy  # noqa: E402  (importable once build.py is loaded)
 
 
 @pytest.fixture(scope="module")
@@ -223,12 +224,12 @@ def test_cartpole_mixed_drifts_with_a_small_recovery():
         drifted[names[int(ep.extras["behavior_level"][0])]] += int(outward.sum())
     assert drifted["medium"] + drifted["poor"] >= 5 * drifted["recovering"] > 0, drifted
 
+
 def test_shipped_double_pendulum_mistake_is_punished_within_tens_of_steps():
     """The design of double-pendulum-mixed: the medium majority's runaway ends within tens of steps of
     leaving the centre; the recovering minority leaves the same way, is stopped beyond the limit and
     survives; the expert is a small share; weaker levels hold most of the steps."""
-    recipe, card = build.RECIPES["double-pendulum-mixed"], json.loads(
-        (DATASETS / "double-pendulum-mixed" / "card.json").read_text())
+    card = json.loads((DATASETS / "double-pendulum-mixed" / "card.json").read_text())
     levels = card["levels"]
     assert 0.05 <= levels["expert"]["steps"] / card["num_steps"] <= 0.15
     weaker = sum(levels[name]["steps"] for name in ("medium", "poor", "random"))
@@ -246,8 +247,7 @@ def test_shipped_double_pendulum_mistake_is_punished_within_tens_of_steps():
     assert max(after_limit["medium"]) <= 100  # the runaway ends within tens of steps
     assert np.median(after_limit["medium"]) <= 50
     assert min(after_limit["recovering"]) >= 500  # stopped beyond the limit and held to the time limit
-    assert recipe.levels[[lv.name for lv in recipe.levels].index("recovering")].episodes < \
-        recipe.levels[[lv.name for lv in recipe.levels].index("medium")].episodes / 10
+    assert build.DP_EPISODES["recovering"] < build.DP_EPISODES["medium"] / 10
 
 
 def _steps_to_upright(env, policy, limit: int) -> int:
@@ -275,14 +275,8 @@ def test_pendulum_mixed_majority_swings_up_slowly():
     assert _steps_to_upright(env, policies["expert"], 200) <= 80
     for name in ("medium", "poor"):
         assert _steps_to_upright(env, policies[name], 200) == 200, name
-        returns, first_seed = [], int(card["anchor_reset_seeds"].split("..")[0])
-        for i in range(10):
-            obs, _ = env.reset(seed=first_seed + i)
-            total, done = 0.0, False
-            while not done:
-                obs, reward, terminated, truncated, _ = env.step(policies[name].mean_action(obs))
-                total, done = total + float(reward), terminated or truncated
-            returns.append(total)
+        first_seed = int(card["anchor_reset_seeds"].split("..")[0])
+        returns = evaluate_policy(env, lambda obs, rng, p=policies[name]: p.mean_action(obs), 10, first_seed)
         score = normalized_score(float(np.mean(returns)), card["random_return"], card["best_return"])
         assert score < 75.0, (name, score)
     env.close()
