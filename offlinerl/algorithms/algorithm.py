@@ -7,47 +7,30 @@ learner), then - always, even for a custom ``training_step`` - syncs the
 evaluation module's weights, adds counters and timing, and evaluates every
 ``evaluation.interval`` iterations.
 
-Checkpoints hold the module, optimizers, learner RNG states and sampler state
-(``learner_group.pt``) plus the config, counters, connector state and spaces
-(``algorithm.json``): ``from_checkpoint`` resumes a job so that it continues
-exactly as the uninterrupted job would (in-memory data mode).
+Checkpoints (``offlinerl.algorithms.checkpoint``, the one place that writes and
+reads them) hold the module, optimizers, learner RNG states and sampler state
+(tensors) plus the config, counters, connector state and spaces (JSON):
+``from_checkpoint`` resumes a job so that it continues exactly as the
+uninterrupted job would (in-memory data mode).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import torch
-
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.algorithms.checkpoint import Checkpoint, allow_class, class_path, load_checkpoint, write_checkpoint
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.offline_data import OfflineData
+from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import evaluate_module
-from offlinerl.episodes import atomic_directory
 from offlinerl.episodes.spaces import space_to_json
 
-__all__ = ["Algorithm", "CHECKPOINT_FORMAT", "class_path", "load_class", "read_checkpoint_metadata"]
-
-CHECKPOINT_FORMAT = "offlinerl-checkpoint"
-CHECKPOINT_VERSION = 1
-
-
-def class_path(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def load_class(path: str) -> type:
-    module, _, name = path.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+__all__ = ["Algorithm"]
 
 
 class Algorithm:
@@ -72,9 +55,11 @@ class Algorithm:
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)
-        self.learner_class = learner_class or spec.learner_cls
-        self.module_class = module_class or spec.module_cls
+        # Classes given here are trusted in this process: checkpoints naming them load again.
+        self.learner_class = allow_class(learner_class or spec.learner_cls)
+        self.module_class = allow_class(module_class or spec.module_cls)
         self.offline_data = OfflineData(dataset, config)
+        self._check_eval_env()  # before any expensive setup: a wrong env must not cost a training run
         if connector_state:
             self.offline_data.set_connector_state(connector_state)
         self._check_cpus()
@@ -149,11 +134,19 @@ class Algorithm:
 
     @property
     def can_evaluate(self) -> bool:
-        """Evaluation runs single-agent gymnasium envs: one module only."""
-        return not self.offline_data.multi_module
+        """Evaluation runs single-agent gymnasium envs: one module, and an env named by the config or the dataset."""
+        return not self.offline_data.multi_module and bool(self.config.evaluation.env or self.offline_data.info.env_id)
+
+    def _check_eval_env(self) -> None:
+        """Make the evaluation env once and compare its spaces with the dataset's (``EnvMismatchError``)."""
+        if not self.can_evaluate:
+            return
+        ev, data = self.config.evaluation, self.offline_data
+        check_env(self.eval_env_id(), data.observation_space, data.action_space, ev.env_kwargs,
+                  trusted=ev.env is not None, what=f"the dataset {self.dataset}")
 
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        if not self.can_evaluate:
+        if self.offline_data.multi_module:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.interval=0")
         ev = self.config.evaluation
@@ -166,10 +159,9 @@ class Algorithm:
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
+        """What ``algorithm.json`` holds besides the format fields (see ``offlinerl.algorithms.checkpoint``)."""
         info = self.offline_data.info
         return {
-            "format": CHECKPOINT_FORMAT,
-            "format_version": CHECKPOINT_VERSION,
             "algorithm": self.name,
             "config": self.config.to_dict(),
             "dataset": self.dataset,
@@ -188,28 +180,27 @@ class Algorithm:
 
     def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write a checkpoint directory atomically (temp dir + rename)."""
-        with atomic_directory(path, overwrite=overwrite) as tmp:
-            torch.save(self.learner_group.get_state(), tmp / "learner_group.pt")
-            (tmp / "algorithm.json").write_text(json.dumps(self.metadata(), indent=2) + "\n")
-        return Path(path)
+        return write_checkpoint(path, self.learner_group.get_state(), self.metadata(), overwrite=overwrite)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> "Algorithm":
+    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None,
+                        overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> "Algorithm":
         """Rebuild the job from a checkpoint and restore every piece of its state."""
-        meta = read_checkpoint_metadata(path)
-        spec = get_algorithm(meta["algorithm"])
-        config = spec.config_cls.from_dict({**meta["config"], **dict(overrides or {})})
-        algo = cls(meta["algorithm"], config, dataset or meta["dataset"],
-                   learner_class=load_class(meta["learner_class"]), module_class=load_class(meta["module_class"]),
-                   connector_state=meta["connector_state"])
-        algo.restore(path)
+        ckpt = load_checkpoint(path)
+        ckpt.build_module(inference_only=False)  # a bad tensors file fails here, before any setup
+        config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
+        algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
+                   module_class=ckpt.module_class, connector_state=ckpt.connector_state, **kwargs)
+        algo.restore(ckpt)
         return algo
 
-    def restore(self, path: str | Path) -> None:
-        meta = read_checkpoint_metadata(path)
-        self.offline_data.set_connector_state(meta["connector_state"])
+    def restore(self, checkpoint: str | Path | Checkpoint) -> None:
+        ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+        ckpt.build_module(inference_only=False)  # shapes and finiteness, with a clear message, before the learners
+        self.offline_data.set_connector_state(ckpt.connector_state)
         self.env_to_module = self.offline_data.env_to_module_pipeline()
-        self.learner_group.set_state(torch.load(Path(path) / "learner_group.pt", weights_only=False))
+        self.learner_group.set_state(ckpt.state)
+        meta = ckpt.meta
         self.iteration = int(meta["iteration"])
         self.num_updates = int(meta["num_updates"])
         self.best_eval_return = meta.get("best_eval_return")
@@ -218,16 +209,3 @@ class Algorithm:
 
     def stop(self) -> None:
         self.learner_group.shutdown()
-
-
-def read_checkpoint_metadata(path: str | Path) -> dict[str, Any]:
-    file = Path(path) / "algorithm.json"
-    if not file.is_file():
-        raise FileNotFoundError(f"{path}: not a checkpoint (no algorithm.json)")
-    try:
-        meta = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: does not parse as JSON: {exc}") from exc
-    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("format_version") != CHECKPOINT_VERSION:
-        raise ValueError(f"{file}: not an offlinerl checkpoint of version {CHECKPOINT_VERSION}")
-    return meta

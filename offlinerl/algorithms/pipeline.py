@@ -20,19 +20,24 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.algorithms.checkpoint import json_safe
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
 from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.algorithms.run_dir import MetricsLog, RunDirError, latest_checkpoint, new_run_dir, prune_checkpoints
 
-__all__ = ["StopConfig", "Pipeline", "load_pipeline", "run_pipeline", "RUN_FILES"]
+__all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError"]
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
+
+
+class NonFiniteLossError(RuntimeError):
+    """A loss became NaN or inf: the job stops and that iteration is not checkpointed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +80,13 @@ class Pipeline:
     """Run name prefix (default: the pipeline file's name)."""
     checkpoint_interval: int = 0
     """Also checkpoint every this many iterations (0 = only the final checkpoint)."""
+    checkpoint_keep: int = 0
+    """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_interval", "checkpoint_keep"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
 
 
 def load_pipeline(path: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, Any]:
@@ -134,14 +146,32 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None) -> Path:
-    """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
-    if run.exists() and any(run.iterdir()):
-        raise FileExistsError(f"{run} exists and is not empty; choose another --output")
-    run.mkdir(parents=True, exist_ok=True)
-    return run
+#: What ``--set`` may change when a job is resumed: everything else must stay as it ran, or the
+#: continuation would not be the job that was started.
+RESUME_OVERRIDABLE = ("stop.", "checkpoint_interval", "checkpoint_keep")
+
+
+def load_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, Any, Path]:
+    """``(pipeline, config, checkpoint)`` to resume the job in ``run_dir`` from its newest checkpoint."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise RunDirError(f"{run}: not a run directory (no config.yaml)")
+    for text in overrides:
+        if not text.split("=", 1)[0].strip().startswith(RESUME_OVERRIDABLE):
+            raise ConfigError(f"--set {text!r}: a resumed job keeps its config; only stop.*, checkpoint_interval "
+                              "and checkpoint_keep may change")
+    data = apply_overrides(load_file(run / "config.yaml"), list(overrides))
+    pipeline = from_dict(Pipeline, data)
+    try:
+        spec = get_algorithm(pipeline.algorithm)
+    except KeyError as exc:
+        raise ConfigError(f"{run / 'config.yaml'}: algorithm: {exc.args[0]}") from None
+    config = from_dict(spec.config_cls, pipeline.config, "config")
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise RunDirError(f"{run}: no checkpoint to resume from (the job stopped before its first one; set "
+                          "checkpoint_interval to checkpoint during training)")
+    return pipeline, config, checkpoint
 
 
 def run_pipeline(
@@ -149,71 +179,90 @@ def run_pipeline(
     config: Any,
     *,
     run_dir: str | Path | None = None,
+    resume_from: str | Path | None = None,
     address: str | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``."""
+    """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``.
+
+    ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed
+    job: state, counters and ``metrics.jsonl`` up to that checkpoint are kept, and
+    the rest runs as the uninterrupted job would have.
+    """
     from offlinerl.ray_utils import init_ray
 
-    run = new_run_dir(pipeline.output, pipeline.name, run_dir)
-    resolved = {**to_dict(pipeline), "config": config.to_dict()}
-    (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    if resume_from is None:
+        run = new_run_dir(pipeline.output, pipeline.name, run_dir)
+        resolved = {**to_dict(pipeline), "config": config.to_dict()}
+        (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    else:
+        run = Path(run_dir)
 
     t_start = time.perf_counter()
     init_ray(address)
-    algo = Algorithm(pipeline.algorithm, config, pipeline.dataset)
+    if resume_from is None:
+        algo = Algorithm(pipeline.algorithm, config, pipeline.dataset)
+    else:
+        algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset)
+        log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(run / "tensorboard"))
     stop = pipeline.stop
-    history: list[dict[str, float]] = []
+    metrics = MetricsLog(run / "metrics.jsonl", resume_at_iteration=algo.iteration if resume_from else None)
     total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=total, unit="upd", desc=f"{pipeline.algorithm} {Path(pipeline.dataset).name}", dynamic_ncols=True)
+        bar = tqdm(total=total, initial=algo.num_updates, unit="upd", dynamic_ncols=True,
+                   desc=f"{pipeline.algorithm} {Path(pipeline.dataset).name}")
     first_update_s = None
-    train_s = 0.0
+    train_s = sum(float(h.get("perf/iteration_s") or 0.0) for h in metrics.history)
+    ckpt = None
     try:
-        with (run / "metrics.jsonl").open("w") as metrics_file:
-            while True:
-                t0 = time.perf_counter()
-                m = algo.train()
-                train_s += m["perf/iteration_s"]
-                if first_update_s is None:
-                    first_update_s = time.perf_counter() - t_start
-                m["time/total_s"] = time.perf_counter() - t_start
-                history.append(m)
-                metrics_file.write(json.dumps(m) + "\n")
-                metrics_file.flush()
-                step = int(m["learner/updates"])
-                for k, v in m.items():
-                    if isinstance(v, float) and math.isfinite(v):
-                        writer.add_scalar(k, v, step)
-                if bar is not None:
-                    bar.update(config.updates_per_iteration)
-                    post = _loss_postfix(m)  # every loss term the algorithm has (discrete CQL: critic only)
-                    post["upd/s"] = f"{m['perf/updates_per_s']:.0f}"
-                    if algo.last_eval:
-                        post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
-                    bar.set_postfix(post)
-                if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
-                    algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}")
-                if _should_stop(stop, algo, m, train_s):
-                    break
-        if algo.can_evaluate and "eval/return_mean" not in history[-1]:
+        while not (resume_from is not None and _should_stop(stop, algo, metrics.history[-1] if metrics.history else {}, train_s)):
+            m = algo.train()
+            train_s += m["perf/iteration_s"]
+            if first_update_s is None:
+                first_update_s = time.perf_counter() - t_start
+            m["time/total_s"] = time.perf_counter() - t_start
+            metrics.append(m)
+            step = int(m["learner/updates"])
+            for k, v in m.items():
+                if isinstance(v, float) and math.isfinite(v):
+                    writer.add_scalar(k, v, step)
+            if bar is not None:
+                bar.update(config.updates_per_iteration)
+                post = _loss_postfix(m)  # every loss term the algorithm has (discrete CQL: critic only)
+                post["upd/s"] = f"{m['perf/updates_per_s']:.0f}"
+                if algo.last_eval:
+                    post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
+                bar.set_postfix(post)
+            if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
+                algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
+                if pipeline.checkpoint_keep:
+                    prune_checkpoints(run, pipeline.checkpoint_keep)
+            if _should_stop(stop, algo, m, train_s):
+                break
+        # The trained weights are written before the final evaluation, so a failing env loses nothing.
+        ckpt = algo.save_checkpoint(run / "checkpoints" / "final", overwrite=True)
+        if algo.can_evaluate and "eval/return_mean" not in (metrics.history[-1] if metrics.history else {}):
             final = algo.evaluate()
-            history[-1].update(final)
-            with (run / "metrics.jsonl").open("a") as f:
-                f.write(json.dumps({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final}) + "\n")
-        ckpt = algo.save_checkpoint(run / "checkpoints" / "final")
+            metrics.append({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final})
+            algo.save_checkpoint(ckpt, overwrite=True)  # now with the evaluation in algorithm.json
+    except BaseException as exc:
+        if ckpt is None and algo.num_updates and not isinstance(exc, NonFiniteLossError):
+            _save_on_failure(algo, run, exc, log)
+        raise
     finally:
         if bar is not None:
             bar.close()
         writer.close()
+        metrics.close()
         algo.stop()
+    history = metrics.history
     _plot(history, run / "learning_curve.png", f"{pipeline.algorithm} on {Path(pipeline.dataset).name}")
     final_return = algo.last_eval.get("eval/return_mean")
     result = {
@@ -233,8 +282,19 @@ def run_pipeline(
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
     }
-    (run / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    (run / "result.json").write_text(json.dumps(json_safe(result), indent=2) + "\n")
     return result
+
+
+def _save_on_failure(algo: Algorithm, run: Path, exc: BaseException, log: Callable[[str], None]) -> None:
+    """Keep what was trained when a job fails or is interrupted after its first update."""
+    try:
+        kept = algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
+    except Exception as save_exc:  # noqa: BLE001 - the original failure is what gets reported
+        log(f"the job stopped ({type(exc).__name__}) and its state could not be saved: {save_exc}")
+        return
+    log(f"the job stopped ({type(exc).__name__}); its state at iteration {algo.iteration} is in {kept}: "
+        f"continue with  offlinerl train --resume {run}")
 
 
 def _loss_postfix(metrics: dict, most: int = 3) -> dict[str, str]:

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if config.policy != "random":
             from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
 
-            policy, connectors, info = checkpoint_policy(config.policy)
+            policy, connectors, info = checkpoint_policy(config.policy, env=config.env)
             factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
         info = collect(config, progress=not args.no_progress, **factories)
     except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:

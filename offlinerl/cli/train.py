@@ -15,28 +15,54 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train an algorithm on an episode dataset as described by PIPELINE (YAML or JSON: algorithm, "
         "dataset, config, stop conditions, output). Writes a run directory with the resolved config, metrics.jsonl, "
         "TensorBoard logs, checkpoints, learning_curve.png and result.json.",
-        epilog="example: offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000",
+        epilog="examples:\n  offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000\n"
+        "  offlinerl train --resume runs/cartpole-bc-20261201T101500Z --set stop.updates=6000",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", help="pipeline file (e.g. pipelines/cartpole-bc.yaml)")
+    p.add_argument("pipeline", nargs="?", help="pipeline file (e.g. pipelines/cartpole-bc.yaml); not with --resume")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the stopped or killed job in RUN_DIR from its newest checkpoint (metrics.jsonl is "
+                   "kept up to that checkpoint; --set may only change stop.*, checkpoint_interval, checkpoint_keep)")
     add_job_options(p, "config.lr=3e-4 or stop.updates=1000")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.checkpoint import CheckpointError
     from offlinerl.algorithms.config_io import ConfigError
-    from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
+    from offlinerl.algorithms.pipeline import NonFiniteLossError, load_pipeline, load_run, run_pipeline
     from offlinerl.ray_utils import quiet_ray_data
 
+    if (args.pipeline is None) == (args.resume is None):
+        print("offlinerl train: give a PIPELINE file, or --resume RUN_DIR (not both)", file=sys.stderr)
+        return 2
+    if args.resume and args.output:
+        print("offlinerl train: --resume continues in RUN_DIR itself; drop --output", file=sys.stderr)
+        return 2
     try:
-        pipeline, config = load_pipeline(args.pipeline, args.overrides)
+        if args.resume:
+            pipeline, config, checkpoint = load_run(args.resume, args.overrides)
+        else:
+            pipeline, config = load_pipeline(args.pipeline, args.overrides)
+            checkpoint = None
     except ConfigError as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 2
+    except (CheckpointError, ValueError) as exc:
+        print(f"offlinerl train: {exc}", file=sys.stderr)
+        return 1
     quiet_ray_data()  # keep the progress bar readable
     try:
-        result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress)
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        result = run_pipeline(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
+                              address=args.address, progress=not args.no_progress)
+    except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("offlinerl train: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - e.g. an env that crashes mid-evaluation: the state is saved above
+        print(f"offlinerl train: the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(_summary(result))
     return 0

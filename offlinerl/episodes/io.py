@@ -38,7 +38,7 @@ class OutputExistsError(FileExistsError):
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | Path, overwrite: bool = False) -> Iterator[Path]:
+def atomic_directory(path: str | Path, overwrite: bool = False, *, kind: str | None = None) -> Iterator[Path]:
     """Yield a fresh temporary directory beside ``path``; on success rename it to ``path``.
 
     On any exception the temporary directory is removed and ``path`` is left as

@@ -18,6 +18,10 @@ import numpy as np
 __all__ = ["space_to_json", "space_from_json", "SpaceError", "flat_size", "leaf_spaces"]
 
 
+#: Largest Box read from JSON (its bounds are materialised): 16M elements, e.g. 4 frames of 1024x1024x3.
+MAX_BOX_ELEMENTS = 2**24
+
+
 class SpaceError(ValueError):
     """A space that offlinerl cannot store, or a JSON form that does not parse."""
 
@@ -76,6 +80,8 @@ def space_from_json(data: dict[str, Any]) -> gym.Space:
     try:
         if kind == "Box":
             shape = tuple(int(s) for s in data["shape"])
+            if any(s < 0 for s in shape) or math.prod(shape) > MAX_BOX_ELEMENTS:
+                raise SpaceError(f"Box shape {list(shape)}: negative, or more than {MAX_BOX_ELEMENTS} elements")
             dtype = np.dtype(data.get("dtype", "float32"))
             low = _array(data["low"], dtype.name, shape)
             high = _array(data["high"], dtype.name, shape)

@@ -26,10 +26,11 @@ from typing import Any, Callable, Mapping
 import torch
 import yaml
 
-from offlinerl.algorithms.algorithm import Algorithm, read_checkpoint_metadata
+from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.algorithms.checkpoint import load_checkpoint
 from offlinerl.algorithms.config_io import ConfigError, to_dict
 from offlinerl.algorithms.online.config import FinetunePipeline
-from offlinerl.algorithms.pipeline import new_run_dir
+from offlinerl.algorithms.run_dir import new_run_dir
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.connectors import ActionsToEnv, ComputeReturnsToGo, EpisodeColumns
 from offlinerl.core import columns as C
@@ -71,7 +72,8 @@ def close_episodes(chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]
 
 def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, Any]]:
     """The checkpoint as an Algorithm (optionally continuing as another algorithm, e.g. BC -> MARWIL)."""
-    meta = read_checkpoint_metadata(pipeline.checkpoint)
+    ckpt = load_checkpoint(pipeline.checkpoint)
+    meta = ckpt.meta
     target = pipeline.online.algorithm or meta["algorithm"]
     if target == meta["algorithm"]:
         return Algorithm.from_checkpoint(pipeline.checkpoint, dataset=pipeline.dataset, overrides=pipeline.config), meta
@@ -81,9 +83,8 @@ def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, An
     shared = {k: v for k, v in meta["config"].items() if k in fields}
     config = spec.config_cls.from_dict({**shared, **pipeline.config})
     algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"])
-    state = torch.load(Path(pipeline.checkpoint) / "learner_group.pt", weights_only=False)
     learner = algo.learner_group.local_learner
-    weights = state["learners"][0]["learner"]["module"]
+    weights = ckpt.build_module(inference_only=False).state_dict()  # checked: shapes, finite values
     unexpected = sorted(set(weights) - set(learner.module.state_dict()))
     learner.module.load_state_dict(weights, strict=False)
     if unexpected:

@@ -1,0 +1,316 @@
+"""Checkpoints: one directory layout, one format version, one loader.
+
+    CHECKPOINT/
+        algorithm.json     JSON: format + version, algorithm, config, spaces, the module and
+                           learner class names, connector state, counters, and the size and
+                           sha256 of every other file
+        learner_group.pt   tensors only: the LearnerGroup state (module weights, optimizers,
+                           RNG states, sampler state), read with ``torch.load(weights_only=True)``
+
+Loading a checkpoint never executes anything it holds: the tensors file is read
+by torch's restricted unpickler (tensors, numbers, strings, lists, dicts only),
+everything else is JSON, and class names are looked up in a table of trusted
+classes - the registered algorithms' own classes plus what a user adds with
+:func:`allow_class` - never imported by name. Every problem (missing, empty,
+truncated or modified files, a foreign file, weights of the wrong shape or with
+NaN, a class nobody trusted) raises :class:`CheckpointError` naming the path
+and what to do.
+
+Every reader (``evaluate``, ``collect --policy``, ``finetune --from``,
+``train --resume``, ``Algorithm.from_checkpoint``) goes through
+:func:`load_checkpoint`; the only writer is :func:`write_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import pickle
+import zipfile
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping
+
+import gymnasium as gym
+import torch
+
+from offlinerl.core import columns as C
+from offlinerl.episodes.io import atomic_directory
+from offlinerl.episodes.spaces import SpaceError, space_from_json
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "Checkpoint",
+    "CheckpointError",
+    "allow_class",
+    "class_path",
+    "load_checkpoint",
+    "write_checkpoint",
+    "json_safe",
+]
+
+CHECKPOINT_FORMAT = "offlinerl-checkpoint"
+CHECKPOINT_VERSION = 2
+#: Versions this code reads. Version 1 (before 2026-12) has no file sizes or hashes.
+READABLE_VERSIONS = (1, 2)
+METADATA_FILE = "algorithm.json"
+STATE_FILE = "learner_group.pt"
+#: ``algorithm.json`` holds a config and small statistics; anything bigger is not ours.
+MAX_METADATA_BYTES = 16 * 2**20
+
+_ALLOWED: dict[str, type] = {}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the path, the problem and what to do."""
+
+
+def class_path(cls: type) -> str:
+    """``"package.module:QualName"``: how ``algorithm.json`` names a class."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def allow_class(cls: type) -> type:
+    """Trust ``cls`` (a custom RLModule or Learner) for loading checkpoints that name it; usable as a decorator.
+
+    Checkpoints name their module and learner classes; offlinerl only uses a
+    class it already has in memory and was told to trust - the registered
+    algorithms' classes and the ones passed here (or to ``Algorithm(...,
+    module_class=...)`` in this process). It never imports a name from a file.
+    """
+    _ALLOWED[class_path(cls)] = cls
+    return cls
+
+
+def _trusted_classes() -> dict[str, type]:
+    from offlinerl.algorithms.registry import algorithm_names, get_algorithm
+
+    out: dict[str, type] = {}
+    for name in algorithm_names():
+        spec = get_algorithm(name)
+        out[class_path(spec.learner_cls)] = spec.learner_cls
+        out[class_path(spec.module_cls)] = spec.module_cls
+    out.update(_ALLOWED)
+    return out
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None`` (strict JSON has no NaN/Infinity)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mapping[str, Any],
+                     overwrite: bool = False) -> Path:
+    """Write ``state`` (tensors) and ``metadata`` (JSON) as a checkpoint directory, atomically."""
+    with atomic_directory(path, overwrite=overwrite, kind="checkpoint") as tmp:
+        torch.save(dict(state), tmp / STATE_FILE)
+        files = {STATE_FILE: {"bytes": (tmp / STATE_FILE).stat().st_size, "sha256": _sha256(tmp / STATE_FILE)}}
+        meta = {**json_safe(dict(metadata)), "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
+                "files": files}
+        (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
+    return Path(path)
+
+
+def _read_metadata(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint directory")
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a checkpoint (a checkpoint is a directory holding {METADATA_FILE})")
+    file = path / METADATA_FILE
+    if not file.is_file():
+        hint = f"; did you mean {path / 'checkpoints' / 'final'}?" if (path / "checkpoints" / "final").is_dir() else ""
+        raise CheckpointError(f"{path}: not a checkpoint (no {METADATA_FILE}){hint}")
+    size = file.stat().st_size
+    if size == 0:
+        raise CheckpointError(f"{file}: empty file (the checkpoint was not written completely)")
+    if size > MAX_METADATA_BYTES:
+        raise CheckpointError(f"{file}: {size} bytes, more than an offlinerl checkpoint's {MAX_METADATA_BYTES}; not ours")
+    try:
+        meta = json.loads(file.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"{file}: not valid JSON ({exc}); the checkpoint is truncated or not an offlinerl checkpoint") from None
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{file}: not an offlinerl checkpoint (no \"format\": \"{CHECKPOINT_FORMAT}\")")
+    version = meta.get("format_version")
+    if version not in READABLE_VERSIONS:
+        newer = isinstance(version, int) and version > CHECKPOINT_VERSION
+        raise CheckpointError(
+            f"{file}: checkpoint format version {version!r}; this offlinerl reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}" + ("; upgrade offlinerl to load it" if newer else "")
+        )
+    expected = {"algorithm": str, "config": dict, "observation_space": dict, "action_space": dict,
+                "module_class": str, "learner_class": str, "connector_state": dict, "iteration": int, "num_updates": int}
+    for key, tp in expected.items():
+        if not isinstance(meta.get(key), tp) or isinstance(meta.get(key), bool):
+            raise CheckpointError(f"{file}: field {key!r} is missing or not a {tp.__name__} ({meta.get(key)!r:.80})")
+    ids = meta.setdefault("module_ids", [C.DEFAULT_MODULE_ID])
+    if not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
+        raise CheckpointError(f"{file}: field 'module_ids' must be a non-empty list of strings")
+    return meta
+
+
+def _resolve_class(name: str, role: str, file: Path) -> type:
+    cls = _trusted_classes().get(name)
+    if cls is None:
+        raise CheckpointError(
+            f"{file}: names the {role} class {name!r}, which is not a registered offlinerl class; nothing was "
+            "imported. If you trust this checkpoint and have that class, import it and call "
+            "offlinerl.algorithms.checkpoint.allow_class(TheClass) before loading."
+        )
+    return cls
+
+
+def _state_error(file: Path, exc: BaseException) -> CheckpointError:
+    text = str(exc).lower()
+    if isinstance(exc, pickle.UnpicklingError) and ("weights only" in text or "weights_only" in text or "global" in text):
+        return CheckpointError(f"{file}: holds Python objects other than tensors; refused (loading a checkpoint never "
+                               "runs code it contains)")
+    return CheckpointError(f"{file}: cannot be read as a checkpoint's tensors ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "the file is truncated, corrupted or not an offlinerl checkpoint")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checked checkpoint directory: metadata, resolved classes and config; tensors on demand."""
+
+    path: Path
+    meta: dict[str, Any]
+    config: Any
+    observation_space: gym.Space
+    action_space: gym.Space
+    module_class: type
+    learner_class: type
+
+    @property
+    def algorithm(self) -> str:
+        return self.meta["algorithm"]
+
+    @property
+    def module_ids(self) -> list[str]:
+        return list(self.meta["module_ids"])
+
+    @property
+    def connector_state(self) -> dict[str, Any]:
+        return dict(self.meta["connector_state"])
+
+    @cached_property
+    def state(self) -> dict[str, Any]:
+        """The LearnerGroup state (tensors only), after checking the file's size and hash."""
+        file = self.path / STATE_FILE
+        if not file.is_file():
+            raise CheckpointError(f"{file}: missing (the checkpoint was not written completely)")
+        size = file.stat().st_size
+        if size == 0:
+            raise CheckpointError(f"{file}: empty file (the checkpoint was not written completely)")
+        recorded = (self.meta.get("files") or {}).get(STATE_FILE)
+        if recorded is not None:
+            if size != recorded.get("bytes"):
+                raise CheckpointError(f"{file}: {size} bytes, but algorithm.json records {recorded.get('bytes')}; "
+                                      "the file is truncated or was replaced")
+            if _sha256(file) != recorded.get("sha256"):
+                raise CheckpointError(f"{file}: its sha256 differs from the one algorithm.json records; the file "
+                                      "was modified or corrupted")
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
+                AttributeError, TypeError, KeyError, IndexError) as exc:
+            raise _state_error(file, exc) from None
+        learners = state.get("learners") if isinstance(state, dict) else None
+        if not (isinstance(learners, list) and learners and all(
+                isinstance(s, dict) and isinstance(s.get("learner"), dict) and isinstance(s["learner"].get("module"), dict)
+                for s in learners)):
+            raise CheckpointError(f"{file}: not a LearnerGroup state (expected learners[*].learner.module)")
+        return state
+
+    def module_state(self) -> dict[str, torch.Tensor]:
+        """The trained module's weights (every learner holds the same; learner 0's are returned)."""
+        return self.state["learners"][0]["learner"]["module"]
+
+    def module_spec(self) -> Any:
+        from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+
+        return MultiRLModuleSpec({
+            mid: RLModuleSpec(self.module_class, self.observation_space, self.action_space, self.config.module_config())
+            for mid in self.module_ids
+        })
+
+    def build_module(self, inference_only: bool = True) -> Any:
+        """The MultiRLModule with this checkpoint's weights, checked for shape and finiteness."""
+        module = self.module_spec().build(inference_only=inference_only)
+        weights = self.module_state()
+        file = self.path / STATE_FILE
+        for key, value in weights.items():
+            if not isinstance(value, torch.Tensor):
+                raise CheckpointError(f"{file}: module entry {key!r} is not a tensor")
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise CheckpointError(f"{file}: the weights {key!r} hold NaN or inf; this checkpoint cannot act "
+                                      "(it was saved after training diverged)")
+        try:
+            module.load_state_dict(weights)
+        except RuntimeError as exc:
+            raise CheckpointError(f"{file}: the weights do not fit a {self.module_class.__name__} for the "
+                                  f"checkpoint's spaces and model config: {str(exc)[:300]}") from None
+        return module
+
+    def env_to_module(self) -> Any:
+        """Observation preprocessing as the job trained with (flatten, then normalise if it did)."""
+        from offlinerl.connectors import ConnectorPipeline, FlattenObservations, NormalizeObservations
+        from offlinerl.episodes.spaces import flat_size
+
+        parts: list[Any] = [FlattenObservations(self.observation_space)]
+        if getattr(self.config, "normalize_observations", False):
+            stats = self.connector_state.get("NormalizeObservations") or {}
+            dim = flat_size(self.observation_space)
+            for key in ("mean", "var"):
+                values = stats.get(key)
+                if not (isinstance(values, list) and len(values) == dim and all(
+                        isinstance(v, (int, float)) and math.isfinite(v) for v in values)):
+                    raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.NormalizeObservations.{key} "
+                                          f"must be {dim} finite numbers")
+            norm = NormalizeObservations()
+            norm.set_state(stats)
+            parts.append(norm)
+        return ConnectorPipeline(parts)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Read and check a checkpoint's metadata and classes; its tensors load on first use (``.state``)."""
+    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.algorithms.registry import get_algorithm
+
+    path = Path(path)
+    meta = _read_metadata(path)
+    file = path / METADATA_FILE
+    try:
+        spec = get_algorithm(meta["algorithm"])
+    except KeyError as exc:
+        raise CheckpointError(f"{file}: {exc.args[0]}") from None
+    try:
+        config = spec.config_cls.from_dict(meta["config"])
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{file}: config: {exc}") from None
+    try:
+        obs_space = space_from_json(meta["observation_space"])
+        act_space = space_from_json(meta["action_space"])
+    except (SpaceError, RecursionError) as exc:
+        raise CheckpointError(f"{file}: {exc}") from None
+    return Checkpoint(path, meta, config, obs_space, act_space,
+                      _resolve_class(meta["module_class"], "module", file),
+                      _resolve_class(meta["learner_class"], "learner", file))

@@ -1,0 +1,109 @@
+"""A job's run directory: created once, found again to resume, its checkpoints kept within bounds.
+
+    RUN/
+        config.yaml         the resolved pipeline (what ``--resume`` reads back)
+        metrics.jsonl       one JSON object per iteration (non-finite values as null)
+        checkpoints/        iter-000002/, iter-000004/, ..., final/
+        result.json         written when the job ends
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError, json_safe
+
+__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "MetricsLog", "RunDirError"]
+
+CHECKPOINTS = "checkpoints"
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be created or resumed; the message says why."""
+
+
+def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None) -> Path:
+    """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one or a file."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
+    if run.exists() and not run.is_dir():
+        raise RunDirError(f"{run} is a file; --output names the run directory to create")
+    if run.exists() and any(run.iterdir()):
+        hint = "; to continue that job use --resume" if (run / "config.yaml").is_file() else ""
+        raise RunDirError(f"{run} exists and is not empty; choose another --output{hint}")
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot create the run directory {run}: {exc.strerror or exc}") from None
+    return run
+
+
+def _checkpoint_dirs(run: Path) -> list[Path]:
+    root = run / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    return [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / METADATA_FILE).is_file()]
+
+
+def latest_checkpoint(run: str | Path) -> Path | None:
+    """The checkpoint of ``run`` with the most updates (``final`` wins a tie), or None."""
+    best: tuple[int, int, Path] | None = None
+    for path in _checkpoint_dirs(Path(run)):
+        try:
+            meta = json.loads((path / METADATA_FILE).read_text())
+            key = (int(meta["num_updates"]), int(path.name == "final"), path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{path / METADATA_FILE}: unreadable ({exc}); move that checkpoint away to resume "
+                                  "from an earlier one") from None
+        if best is None or key[:2] > best[:2]:
+            best = key
+    return best[2] if best else None
+
+
+def prune_checkpoints(run: str | Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest periodic checkpoints (``iter-*``; ``final`` is never deleted)."""
+    periodic = sorted(p for p in _checkpoint_dirs(Path(run)) if p.name.startswith("iter-"))
+    doomed = periodic[:-keep] if keep > 0 else []
+    for path in doomed:
+        shutil.rmtree(path)
+    return doomed
+
+
+class MetricsLog:
+    """``metrics.jsonl``: strict JSON lines (NaN/inf written as null); on resume, lines past the checkpoint are dropped."""
+
+    def __init__(self, path: str | Path, *, resume_at_iteration: int | None = None) -> None:
+        self.path = Path(path)
+        self.history: list[dict[str, Any]] = []
+        if resume_at_iteration is not None and self.path.is_file():
+            for line in self.path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill
+                if isinstance(record, dict) and record.get("iteration", 0) <= resume_at_iteration:
+                    self.history.append(record)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text("".join(self._line(r) for r in self.history))
+        os.replace(tmp, self.path)  # a kill leaves the old file or the new one, never half of it
+        self._file: TextIO = self.path.open("a")
+
+    @staticmethod
+    def _line(record: dict[str, Any]) -> str:
+        return json.dumps(json_safe(record), allow_nan=False) + "\n"
+
+    def _write(self, record: dict[str, Any]) -> None:
+        self._file.write(self._line(record))
+        self._file.flush()
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.history.append(record)
+        self._write(record)
+
+    def close(self) -> None:
+        self._file.close()

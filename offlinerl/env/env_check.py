@@ -1,0 +1,77 @@
+"""Check, before any work, that an env can be made and acts in the spaces a module was built for.
+
+Called before the first update of a job (its evaluation env), before
+``evaluate`` runs a checkpoint and before ``collect`` acts with one, so a wrong
+env id or an env with other spaces is a one-line message, not a traceback after
+training.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import gymnasium as gym
+
+__all__ = ["EnvMismatchError", "check_env", "space_mismatch"]
+
+
+class EnvMismatchError(ValueError):
+    """The env cannot be made, or its spaces differ from the module's."""
+
+
+def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> str | None:
+    """Why a module built for ``expected`` cannot act in ``actual`` (``None`` if it can).
+
+    Compared: the kind of space, Box shapes, Discrete ``n``/``start``,
+    MultiDiscrete ``nvec``, Dict keys and Tuple lengths, recursively. Box bounds
+    and dtypes may differ (recorded data often states other bounds than the env).
+    """
+    label = where or "space"
+    if type(expected) is not type(actual):
+        return f"{label}: {type(expected).__name__} expected, the env has {type(actual).__name__}"
+    if isinstance(expected, gym.spaces.Box) and expected.shape != actual.shape:
+        return f"{label}: shape {expected.shape} expected, the env has {actual.shape}"
+    if isinstance(expected, gym.spaces.Discrete) and (expected.n, expected.start) != (actual.n, actual.start):
+        return f"{label}: Discrete({expected.n}, start={expected.start}) expected, the env has Discrete({actual.n}, start={actual.start})"
+    if isinstance(expected, gym.spaces.MultiDiscrete) and expected.nvec.tolist() != actual.nvec.tolist():
+        return f"{label}: MultiDiscrete{expected.nvec.tolist()} expected, the env has {actual.nvec.tolist()}"
+    if isinstance(expected, gym.spaces.MultiBinary) and expected.shape != actual.shape:
+        return f"{label}: MultiBinary{expected.shape} expected, the env has {actual.shape}"
+    if isinstance(expected, gym.spaces.Dict):
+        if set(expected.spaces) != set(actual.spaces):
+            return f"{label}: keys {sorted(expected.spaces)} expected, the env has {sorted(actual.spaces)}"
+        return next((r for k in expected.spaces
+                     if (r := space_mismatch(expected[k], actual[k], f"{label}.{k}"))), None)
+    if isinstance(expected, gym.spaces.Tuple):
+        if len(expected.spaces) != len(actual.spaces):
+            return f"{label}: {len(expected.spaces)} entries expected, the env has {len(actual.spaces)}"
+        return next((r for i, (e, a) in enumerate(zip(expected.spaces, actual.spaces))
+                     if (r := space_mismatch(e, a, f"{label}.{i}"))), None)
+    return None
+
+
+def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space,
+              env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
+    """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
+
+    ``trusted=False`` for an env id read from a file (a dataset or checkpoint):
+    an id of the form ``module:Env-v0`` would make gymnasium import ``module``,
+    so such ids are refused unless the user names the env themselves.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise EnvMismatchError(f"{what} names no usable env id ({env_id!r}); pass --env")
+    if not trusted and ":" in env_id:
+        raise EnvMismatchError(f"{what} names the env {env_id!r}, which would import the module "
+                               f"{env_id.split(':')[0]!r}; ids read from files are not imported - pass the env "
+                               "explicitly (--env / evaluation.env) if you trust it")
+    try:
+        env = gym.make(env_id, **dict(env_kwargs or {}))
+    except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"
+        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}") from None
+    try:
+        problems = [p for p in (space_mismatch(observation_space, env.observation_space, "observation space"),
+                                space_mismatch(action_space, env.action_space, "action space")) if p]
+    finally:
+        env.close()
+    if problems:
+        raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")
