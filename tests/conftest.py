@@ -1,4 +1,4 @@
-"""Shared fixtures: one real local Ray per test session, paths to shared fixtures."""
+"""Shared fixtures: one real local Ray per test session, paths to the recordings in tests/fixtures."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-#: Real recordings made by other tools (see ../shared/fixtures/*/README.md).
-SHARED_FIXTURES = Path(os.environ.get("OFFLINERL_SHARED_FIXTURES", REPO.parent / "shared" / "fixtures"))
+#: Real recordings made by other tools (copied from the team's shared fixtures; see tests/fixtures/*/README.md).
+SHARED_FIXTURES = Path(os.environ.get("OFFLINERL_SHARED_FIXTURES", REPO / "tests" / "fixtures"))
 DATASETS = REPO / "datasets"
 
 
