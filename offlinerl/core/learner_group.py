@@ -19,6 +19,7 @@ import torch
 
 from offlinerl.core.learner import Learner
 from offlinerl.core.rl_module import MultiRLModuleSpec
+from offlinerl.core.tensors import to_tensors
 
 __all__ = ["LearnerGroup"]
 
@@ -70,8 +71,6 @@ class _LearnerWorker:
         return self.learner.run_updates(self.source, num_updates)
 
     def update_from_batch(self, batch: Mapping[str, Any]) -> dict[str, float]:
-        from offlinerl.data.sources import to_tensors
-
         metrics = self.learner.update(to_tensors(batch, self.learner.device))
         return {k: float(v) for k, v in metrics.items()}
 

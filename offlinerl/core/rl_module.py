@@ -8,7 +8,8 @@
 ``inference_only=True`` builds only what acting needs (no critics, no target
 networks); a full module's state dict loads into it (extra keys are dropped).
 Capabilities are declared by implementing small Protocols (``ValueFunctionAPI``,
-``QFunctionAPI``, ``TargetNetworkAPI``) that learners require by name.
+``QFunctionAPI``, ``TargetNetworkAPI``, ``ActorCriticAPI``, ``StateValueAPI``) that
+learners require by name when they build (``require_api``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ __all__ = [
     "ValueFunctionAPI",
     "QFunctionAPI",
     "TargetNetworkAPI",
+    "ActorCriticAPI",
+    "StateValueAPI",
     "require_api",
     "RLModuleSpec",
     "MultiRLModuleSpec",
@@ -55,10 +58,60 @@ class TargetNetworkAPI(Protocol):
         """Polyak-update every target network towards its online network."""
 
 
-def require_api(module: nn.Module, api: type, who: str) -> None:
-    """Raise a clear ``TypeError`` when ``module`` lacks a capability a learner needs."""
-    if not isinstance(module, api):
-        raise TypeError(f"{who} needs a module implementing {api.__name__}; {type(module).__name__} does not")
+@runtime_checkable
+class ActorCriticAPI(Protocol):
+    """What actor-critic losses (CQL, IQL) call on a module. E = critic members, B = batch, A = action dim."""
+
+    def q_values(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``Q_e(s, a)`` of every member: ``[E, ..., B]``."""
+
+    def target_q_values(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The same from the target networks."""
+
+    def all_q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Discrete actions: ``Q_e(s, ·)`` for every action, ``[E, B, n]``."""
+
+    def target_all_q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """The same from the target networks."""
+
+    def sample_actions(self, obs: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` reparameterised policy actions per state and their log-probs: ``[n, B, A]``, ``[n, B]``."""
+
+    def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log π(a|s)`` of given actions: ``[B]``."""
+
+    def policy_parameters(self) -> Iterator[nn.Parameter]:
+        """The actor's parameters (one optimizer)."""
+
+    def critic_parameters(self) -> Iterator[nn.Parameter]:
+        """The Q ensemble's parameters (one optimizer)."""
+
+
+@runtime_checkable
+class StateValueAPI(Protocol):
+    """A separate state-value network ``V(s)`` (IQL)."""
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """``V(s)``: ``[B]``."""
+
+    def value_parameters(self) -> Iterator[nn.Parameter]:
+        """The value network's parameters (one optimizer)."""
+
+
+def _members(api: type) -> list[str]:
+    return sorted(n for n in vars(api) if not n.startswith("_"))
+
+
+def require_api(module: nn.Module, api: type, who: str, attributes: tuple[str, ...] = ()) -> None:
+    """Raise a clear ``TypeError``, naming what is missing, when ``module`` lacks a capability a learner needs.
+
+    Called once when the learner builds, so a custom module fails there and not mid-training.
+    ``attributes`` names plain attributes the learner also needs (e.g. CQL's ``log_alpha``).
+    """
+    missing = [n for n in (*_members(api), *attributes) if not hasattr(module, n)]
+    if missing:
+        raise TypeError(f"{who} needs a module implementing {api.__name__}; {type(module).__name__} lacks "
+                        f"{', '.join(missing)}")
 
 
 def action_dist_inputs_dim(action_space: gym.Space) -> int:

@@ -13,14 +13,11 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from offlinerl.core.tensors import to_tensor, to_tensors
+
 __all__ = ["ReplayBuffer", "MixedBatchSource"]
 
 Columns = Mapping[str, "np.ndarray | torch.Tensor"]
-
-
-def _tensor(x: Any, device: torch.device) -> torch.Tensor:
-    t = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
-    return t.to(device)
 
 
 def _num_rows(batch: Columns) -> int:
@@ -58,7 +55,7 @@ class ReplayBuffer:
             return
         if not self._columns:
             for k, v in batch.items():
-                t = _tensor(v, self.device)
+                t = to_tensor(v, self.device)
                 self._columns[k] = torch.empty((self.capacity, *t.shape[1:]), dtype=t.dtype, device=self.device)
         if set(batch) != set(self._columns):
             raise KeyError(f"replay columns are {sorted(self._columns)}, got {sorted(batch)}")
@@ -67,7 +64,7 @@ class ReplayBuffer:
             n = self.capacity
         first = min(n, self.capacity - self._next)
         for k, v in batch.items():
-            t = _tensor(v, self.device).to(self._columns[k].dtype)
+            t = to_tensor(v, self.device).to(self._columns[k].dtype)
             self._columns[k][self._next : self._next + first] = t[:first]
             if first < n:
                 self._columns[k][: n - first] = t[first:]
@@ -128,7 +125,7 @@ class MixedBatchSource:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.online = online
-        self.offline = {k: _tensor(v, online.device) for k, v in offline.items()}
+        self.offline = to_tensors(offline, online.device)
         self._num_offline = _num_rows(self.offline) if self.offline else 0
         if self._num_offline == 0:
             raise ValueError("the offline transitions are empty (they also define the batch's columns)")

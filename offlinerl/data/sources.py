@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 
 from offlinerl.core import columns as C
+from offlinerl.core.tensors import to_tensors
 
 __all__ = [
     "InMemorySource",
@@ -30,10 +30,6 @@ __all__ = [
     "FixedBatchSpec",
     "to_tensors",
 ]
-
-
-def to_tensors(batch: Mapping[str, Any], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v).to(device) for k, v in batch.items()}
 
 
 class InMemorySource:

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, OBS, WEIGHTS_SEQ_NO
 from offlinerl.episodes.arrow import batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
@@ -35,9 +36,6 @@ PolicyFactory = Callable[[gym.Space, gym.Space], ActingPolicy]
 #: ``(observation_space, action_space) -> (env_to_module, module_to_env)``.
 ConnectorsFactory = Callable[[gym.Space, gym.Space], tuple[Callable, Callable]]
 
-ACTION_LOGP = "action_logp"
-ACTION_DIST_INPUTS = "action_dist_inputs"
-WEIGHTS_SEQ_NO = "weights_seq_no"
 
 
 def random_policy_factory(seed: int | None = None) -> PolicyFactory:
@@ -230,7 +228,7 @@ class EnvRunner:
 
     @torch.no_grad()
     def _act(self, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        batch = self.env_to_module({"obs": self._obs}, None, {})
+        batch = self.env_to_module({OBS: self._obs}, None, {})
         batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
         fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
         out = self.module_to_env(dict(fwd), None, {})

@@ -13,13 +13,15 @@ import torch
 from offlinerl.algorithms.cql.losses import cql_continuous_loss, cql_discrete_loss
 from offlinerl.core.learner import Learner
 from offlinerl.core.loss import LossOut
-from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, require_api
+from offlinerl.core.rl_module import ActorCriticAPI, RLModule, TargetNetworkAPI, require_api
 
 __all__ = ["CQLLearner"]
 
 
 class CQLLearner(Learner):
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
+        discrete = getattr(module, "discrete", False)
+        require_api(module, ActorCriticAPI, "CQL", ("discrete",) if discrete else ("discrete", "log_alpha", "log_cql_alpha"))
         require_api(module, TargetNetworkAPI, "CQL")
         cfg = self.config
         opts = {"critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr)}

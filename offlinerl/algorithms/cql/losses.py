@@ -30,6 +30,7 @@ from torch import Tensor
 
 from offlinerl import ops
 from offlinerl.algorithms.cql.config import CQLConfig
+from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
 from offlinerl.core.loss import LossOut
 
 __all__ = [
@@ -44,9 +45,6 @@ __all__ = [
     "penalty_logits",
     "temperature_loss",
 ]
-
-# Batch keys (TRAINING_API: offlinerl.core.columns).
-OBS, NEXT_OBS, ACTIONS, REWARDS, TERMINATEDS = "obs", "next_obs", "actions", "rewards", "terminateds"
 
 
 def penalty_logits(q_rand: Tensor, log_density_rand: float, q_pi: Tensor, logp_pi: Tensor,

@@ -7,15 +7,16 @@ import torch
 from offlinerl.algorithms.iql.losses import iql_loss
 from offlinerl.core.learner import Learner
 from offlinerl.core.loss import LossOut
-from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, ValueFunctionAPI, require_api
+from offlinerl.core.rl_module import ActorCriticAPI, RLModule, StateValueAPI, TargetNetworkAPI, require_api
 
 __all__ = ["IQLLearner"]
 
 
 class IQLLearner(Learner):
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
+        require_api(module, ActorCriticAPI, "IQL")
+        require_api(module, StateValueAPI, "IQL")
         require_api(module, TargetNetworkAPI, "IQL")
-        require_api(module, ValueFunctionAPI, "IQL")
         cfg = self.config
         return {
             "actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr),

@@ -5,9 +5,8 @@ Per update on a batch (s, a, r, s', terminated), with Q̄ the Polyak-averaged ta
   critic = Σ_e mean (Q_e(s, a) − [r + γ(1 − terminated) · V(s')])²
   actor  = −mean [ min(exp(β · (min_e Q̄_e(s, a) − V(s))), max_weight) · log π(a|s) ]
 
-The module provides (E ensemble members, B batch): q_values(obs, actions) -> [E,B] and
-target_q_values likewise (Q of the given actions, gathered for discrete ones), values(obs) -> [B],
-action_log_prob(obs, actions) -> [B].
+The module implements ``ActorCriticAPI`` and ``StateValueAPI`` (``offlinerl.core.rl_module``;
+the learner checks both when it builds).
 """
 
 from __future__ import annotations
@@ -17,12 +16,10 @@ from torch import Tensor
 
 from offlinerl import ops
 from offlinerl.algorithms.iql.config import IQLConfig
+from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
 from offlinerl.core.loss import LossOut
 
 __all__ = ["awr_actor_loss", "iql_loss", "value_loss"]
-
-# Batch keys (TRAINING_API: offlinerl.core.columns).
-OBS, NEXT_OBS, ACTIONS, REWARDS, TERMINATEDS = "obs", "next_obs", "actions", "rewards", "terminateds"
 
 
 def value_loss(target_q_min: Tensor, v: Tensor, expectile: float) -> Tensor:
