@@ -188,7 +188,7 @@ class Algorithm:
 
     def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write a checkpoint directory atomically (temp dir + rename)."""
-        with atomic_directory(path, overwrite=overwrite) as tmp:
+        with atomic_directory(path, overwrite=overwrite, kind="checkpoint") as tmp:
             torch.save(self.learner_group.get_state(), tmp / "learner_group.pt")
             (tmp / "algorithm.json").write_text(json.dumps(self.metadata(), indent=2) + "\n")
         return Path(path)

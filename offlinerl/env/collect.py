@@ -44,7 +44,7 @@ class CollectConfig:
     seed: int | None = None
     """Seed of envs and random actions (same seed, same policy: same dataset)."""
     overwrite: bool = False
-    """Replace an existing ``output``."""
+    """Replace an existing ``output`` dataset (never the policy checkpoint, a file or another directory)."""
     episodes_per_round: int = 0
     """Episodes requested from the runners per round (0: 4 per sub-env); bounds memory."""
 
@@ -141,6 +141,7 @@ def collect(
                 "seconds": None,
             },
             overwrite=config.overwrite,
+            inputs=[config.policy] if config.policy != "random" else [],
         )
     finally:
         bar.close()

@@ -217,6 +217,7 @@ class Finetuner:
             env_id=self.runners.config.env_name,
             provenance={"collector": "offlinerl finetune", "checkpoint": str(self.pipeline.checkpoint),
                         "algorithm": self.algo.name, "iterations": self.iteration},
+            inputs=[self.pipeline.checkpoint, self.algo.dataset],
         )
 
     def stop(self) -> None:
