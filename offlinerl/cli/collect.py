@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from offlinerl.env.collect import CollectConfig, collect
-    from offlinerl.episodes.io import OutputExistsError
+    from offlinerl.episodes.atomic import OutputExistsError, check_output
 
     try:
         config = CollectConfig(
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs, explore=not args.greedy, epsilon=args.epsilon, seed=args.seed,
             overwrite=args.overwrite,
         )
-    except ValueError as exc:
+        check_output(config.output, config.overwrite, kind="dataset", inputs=config.inputs)  # before any work
+    except (ValueError, OutputExistsError) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
     if config.num_env_runners > 0 or args.address:

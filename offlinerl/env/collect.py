@@ -56,6 +56,11 @@ class CollectConfig:
         if self.episodes_per_round < 0:
             raise ValueError(f"episodes_per_round must be >= 0, got {self.episodes_per_round}")
 
+    @property
+    def inputs(self) -> list[str]:
+        """What the recording reads (the policy checkpoint), which the output may not replace, hold or lie in."""
+        return [self.policy] if self.policy != "random" else []
+
     def runner_config(self) -> EnvRunnerConfig:
         return EnvRunnerConfig(
             env=self.env, env_kwargs=dict(self.env_kwargs), max_episode_steps=self.max_episode_steps,
@@ -141,7 +146,7 @@ def collect(
                 "seconds": None,
             },
             overwrite=config.overwrite,
-            inputs=[config.policy] if config.policy != "random" else [],
+            inputs=config.inputs,
         )
     finally:
         bar.close()

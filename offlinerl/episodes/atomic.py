@@ -73,29 +73,31 @@ def check_output(
     if kind not in OUTPUT_KINDS:
         raise ValueError(f"unknown output kind {kind!r} (one of {', '.join(OUTPUT_KINDS)})")
     out = Path(path).resolve()
+    shown = str(out) if Path(path) == out else f"{path} (resolved: {out})"
     for place, what in _protected().items():
         if _within(place, out):
             held = "is" if place == out else "holds"
-            raise UnsafeOutputError(f"{out}: refusing to write here: it {held} {what}")
-    for item in inputs:
-        src = Path(item).resolve()
-        if src == out:
-            raise UnsafeOutputError(f"{out}: refusing to write here: it is an input of this command")
+            raise UnsafeOutputError(f"{shown}: refusing to write here: it {held} {what}")
+    sources = [Path(item).resolve() for item in inputs]
+    if out in sources:
+        raise UnsafeOutputError(f"{shown}: refusing to write here: it is an input of this command")
+    for src in sources:
         if out in src.parents:
-            raise UnsafeOutputError(f"{out}: refusing to write here: it holds the input {src}")
+            raise UnsafeOutputError(f"{shown}: refusing to write here: it holds the input {src}")
+    for src in sources:
         if src in out.parents:
-            raise UnsafeOutputError(f"{out}: refusing to write here: it lies inside the input directory {src}")
+            raise UnsafeOutputError(f"{shown}: refusing to write here: it lies inside the input directory {src}")
     if not out.exists():
         return out
     marker = OUTPUT_KINDS[kind]
     if not out.is_dir():
-        raise UnsafeOutputError(f"{out} exists and is not a directory; --overwrite replaces only a {kind} "
+        raise UnsafeOutputError(f"{shown} exists and is not a directory; --overwrite replaces only a {kind} "
                                 f"directory, so remove it yourself or choose another output")
     if any(out.iterdir()) and not (out / marker).is_file():
-        raise UnsafeOutputError(f"{out} is a non-empty directory that is not a {kind} (no {marker}); "
+        raise UnsafeOutputError(f"{shown} is a non-empty directory that is not a {kind} (no {marker}); "
                                 f"--overwrite replaces only a {kind}, so choose another output")
     if not overwrite:
-        raise OutputExistsError(f"{out} already exists (pass overwrite=True / --overwrite to replace it)")
+        raise OutputExistsError(f"{shown} already exists (pass overwrite=True / --overwrite to replace it)")
     return out
 
 

@@ -128,7 +128,8 @@ def clean_stale_siblings(out: Path) -> list[str]:
             continue  # its writer is replacing the output right now
         if token in stale and not out.exists():
             os.rename(old, out)
-            done.append(f"restored {out} from {old.name}: it was being replaced when {stale[token]}")
+            done.append(f"restored {out} from {old.name}, where a writer that was replacing it had moved it "
+                        f"aside ({stale[token]})")
         else:
             shutil.rmtree(old, ignore_errors=True)
             done.append(f"removed {old}, a previous copy of {out} left by an interrupted replace")
