@@ -20,8 +20,9 @@ examples:
 
 Unreadable lines and ambiguous episodes are written to OUT/_quarantine/quarantine.jsonl
 (file, line, reason, raw line). Exit codes: 0 ok, 1 something was quarantined (unless
---allow-quarantine), 2 usage error or refused output (nothing written; an existing OUT is kept).
-docs/convert.md explains what is read, inferred and dropped; docs/safety.md what --overwrite replaces.
+--allow-quarantine), 2 usage error or refused output (nothing written, an existing OUT
+kept). docs/convert.md explains what is read, inferred and dropped; docs/safety.md what
+--overwrite may replace.
 """
 
 

@@ -51,8 +51,13 @@ class QuarantineKeptError(OutputExistsError):
 
 
 def _protected() -> dict[Path, str]:
-    return {Path("/"): "the filesystem root", Path.home().resolve(): "your home directory",
-            Path.cwd().resolve(): "the current directory"}
+    places = {Path("/"): "the filesystem root"}
+    for where, what in ((Path.home, "your home directory"), (Path.cwd, "the current directory")):
+        try:
+            places[where().resolve()] = what
+        except (OSError, RuntimeError):  # no home directory known, or the current one was deleted
+            pass
+    return places
 
 
 def _within(child: Path, parent: Path) -> bool:

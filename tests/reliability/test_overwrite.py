@@ -16,6 +16,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes, read_info, write_dataset
@@ -275,3 +276,15 @@ def test_a_live_writers_directory_is_never_removed(tmp_path):
                         f"no owner file, last modified 61 min ago"]
     finally:
         kill(proc)
+
+
+def test_a_checkpoint_writer_never_replaces_a_dataset(tmp_path):
+    """Kinds are told apart by their marker file: --overwrite of a checkpoint onto a dataset is refused."""
+    from offlinerl.episodes import UnsafeOutputError, atomic_directory
+
+    old_dataset(tmp_path / "ds")
+    before = snapshot(tmp_path)
+    with pytest.raises(UnsafeOutputError, match=r"is a non-empty directory that is not a checkpoint \(no algorithm.json\)"):
+        with atomic_directory(tmp_path / "ds", overwrite=True, kind="checkpoint"):
+            pass
+    assert snapshot(tmp_path) == before
