@@ -144,15 +144,17 @@ def atomic_directory(
         yield tmp
         check_output(out, overwrite, kind=kind, inputs=inputs)  # something may have appeared meanwhile
         (tmp / OWNER_FILE).unlink()
-        _commit(tmp, out, out.parent / old_name(out.name, token))
+        _commit(tmp, out, out.parent / old_name(out.name, token), overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
-def _commit(tmp: Path, out: Path, old: Path) -> None:
-    """Rename ``tmp`` to ``out``; an existing ``out`` is moved aside first and put back if that fails."""
-    if not out.exists():
+def _commit(tmp: Path, out: Path, old: Path, overwrite: bool) -> None:
+    """Rename ``tmp`` to ``out``; with ``overwrite`` an existing ``out`` is moved aside first and put back
+    if that fails. Without it the plain rename fails on anything but an empty directory that appeared
+    since the last check."""
+    if not overwrite or not out.exists():
         os.rename(tmp, out)
         return
     os.rename(out, old)
