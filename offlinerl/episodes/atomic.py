@@ -139,8 +139,8 @@ def atomic_directory(
     token = uuid.uuid4().hex[:8]
     tmp = out.parent / tmp_name(out.name, token)
     tmp.mkdir()
-    write_owner(tmp)
     try:
+        write_owner(tmp)
         yield tmp
         check_output(out, overwrite, kind=kind, inputs=inputs)  # something may have appeared meanwhile
         (tmp / OWNER_FILE).unlink()
