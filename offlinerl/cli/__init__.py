@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
+from typing import Iterator
 
 __all__ = ["main", "build_parser"]
 
@@ -36,7 +39,23 @@ def _version() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    prefix = " ".join(["offlinerl", args.command] + ([args.format] if getattr(args, "format", None) else []))
+    with _warnings_to_stderr(prefix):
+        return int(args.func(args) or 0)
+
+
+@contextlib.contextmanager
+def _warnings_to_stderr(prefix: str) -> Iterator[None]:
+    """Show the library's warnings (e.g. a writer removing what a killed writer left) as ``PREFIX: message``."""
+    logger = logging.getLogger("offlinerl")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from offlinerl.cli.common import overwrite_help
+
 __all__ = ["register"]
 
 
@@ -26,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="act with the policy's deterministic forward_inference (default: sample)")
     parser.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit")
     parser.add_argument("--seed", type=int, default=None, help="seed of envs and random actions")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    parser.add_argument("--overwrite", action="store_true", help=overwrite_help())
     parser.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS or local)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -36,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from offlinerl.env.collect import CollectConfig, collect
-    from offlinerl.episodes.io import OutputExistsError
+    from offlinerl.episodes.atomic import OutputExistsError, check_output
 
     try:
         config = CollectConfig(
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
             num_envs=args.num_envs, explore=not args.greedy, epsilon=args.epsilon, seed=args.seed,
             overwrite=args.overwrite,
         )
-    except ValueError as exc:
+        check_output(config.output, config.overwrite, kind="dataset", inputs=config.inputs)  # before any work
+    except (ValueError, OutputExistsError) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
     if config.num_env_runners > 0 or args.address:

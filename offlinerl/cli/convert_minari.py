@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from offlinerl.cli.common import overwrite_help
+
 __all__ = ["register", "run"]
 
 
@@ -21,7 +23,7 @@ def register(formats: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="output dataset directory (must not exist unless --overwrite)")
     p.add_argument("--no-infos", action="store_true", help="do not keep infos")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
-    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+    p.add_argument("--overwrite", action="store_true", help=overwrite_help())
     p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
     p.set_defaults(func=run)
 

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from offlinerl.cli.common import overwrite_help
+
 __all__ = ["register", "run", "load_space_arg"]
 
 
@@ -40,8 +42,9 @@ def register(formats: argparse._SubParsersAction) -> None:
     p.add_argument("--action-space", help="action space as JSON text or a JSON file (overrides --env)")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
     p.add_argument("--allow-quarantine", action="store_true",
-                   help="exit 0 even when records were quarantined (default: exit 1 so pipelines notice)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
+                   help="exit 0 even when records were quarantined (default: exit 1 so pipelines notice), and let "
+                   "--overwrite replace an existing dataset even then (without it the existing dataset is kept)")
+    p.add_argument("--overwrite", action="store_true", help=overwrite_help())
     p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
     p.set_defaults(func=run)
 
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         report = convert_rllib_parquet(
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
+            allow_quarantine=args.allow_quarantine,
         )
     except (FileNotFoundError, OutputExistsError, ValueError) as exc:
         print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from offlinerl.cli.common import overwrite_help
+
 __all__ = ["register", "run"]
 
 _EPILOG = """\
@@ -18,7 +20,9 @@ examples:
 
 Unreadable lines and ambiguous episodes are written to OUT/_quarantine/quarantine.jsonl
 (file, line, reason, raw line). Exit codes: 0 ok, 1 something was quarantined (unless
---allow-quarantine), 2 usage error. docs/convert.md explains what is read, inferred and dropped.
+--allow-quarantine), 2 usage error or refused output (nothing written, an existing OUT
+kept). docs/convert.md explains what is read, inferred and dropped; docs/safety.md what
+--overwrite may replace.
 """
 
 
@@ -41,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unsquash-actions", action="store_true",
                    help="map actions from RLlib's normalised [-1, 1] space to the Box bounds "
                    "(clip(low + (a+1)(high-low)/2, low, high)); needs --env or --action-space")
-    p.add_argument("--allow-quarantine", action="store_true", help="exit 0 even if lines or episodes were quarantined")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--allow-quarantine", action="store_true",
+                   help="exit 0 even if lines or episodes were quarantined, and let --overwrite replace an "
+                   "existing dataset even then (without it the existing dataset is kept)")
+    p.add_argument("--overwrite", action="store_true", help=overwrite_help())
     p.add_argument("--max-steps-per-row", type=int, default=None, metavar="N",
                    help="store episodes longer than N steps as several chunk rows (default 10000)")
     p.add_argument("--no-obs-check", action="store_true",
@@ -64,7 +70,8 @@ def _space_arg(text: str | None, flag: str):
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.convert.samplebatch import ConvertUsageError, SampleBatchConvertConfig, convert_samplebatch
-    from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError
+    from offlinerl.episodes.atomic import OutputExistsError
+    from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 
     try:
         config = SampleBatchConvertConfig(
@@ -75,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             action_space=_space_arg(args.action_space, "--action-space"),
             unsquash_actions=args.unsquash_actions,
             overwrite=args.overwrite,
+            allow_quarantine=args.allow_quarantine,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
             check_obs=not args.no_obs_check,
             progress=sys.stderr.isatty(),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from offlinerl.cli.common import overwrite_help
+
 __all__ = ["register"]
 
 
@@ -29,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Minari storage backend (default: hdf5, Minari's default)")
     p.add_argument("--root", default=None, help="datasets root to write under instead of Minari's")
     p.add_argument("--description", default=None, help="dataset description stored in the Minari metadata")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset of that id")
+    p.add_argument("--overwrite", action="store_true",
+                   help=overwrite_help("Minari dataset", "data/metadata.json", "ROOT/DATASET_ID"))
     p.set_defaults(func=run_minari)
 
 

@@ -28,7 +28,8 @@ from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory, parquet_files, write_dataset
+from offlinerl.episodes.atomic import atomic_directory, check_output
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, write_dataset
 from offlinerl.episodes.spaces import SpaceError, space_to_json
 
 __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "episode_from_minari", "iter_episodes",
@@ -191,6 +192,8 @@ def import_minari(
 
     dataset = open_minari(dataset_id_or_path)
     data_path = str(dataset.storage.data_path)
+    source_dir = Path(data_path).parent  # the Minari dataset directory (data/ and its metadata)
+    check_output(output, overwrite, kind="dataset", inputs=[source_dir])
     obs_space, act_space = dataset.observation_space, dataset.action_space
     for what, space in (("observation", obs_space), ("action", act_space)):
         try:
@@ -226,7 +229,7 @@ def import_minari(
     }
     return write_dataset(ds, output, observation_space=obs_space, action_space=act_space, env_id=env_id,
                          env_spec=env_spec, extra_columns=extra, max_steps_per_row=max_steps_per_row,
-                         provenance=provenance, overwrite=overwrite)
+                         provenance=provenance, overwrite=overwrite, inputs=[source_dir])
 
 
 def _minari_buffer(ep: SingleAgentEpisode, index: int):
@@ -294,7 +297,7 @@ def export_minari(
             env_spec = gym.envs.registration.EnvSpec.from_json(json.dumps(info.env_spec))
         except Exception:  # a spec gymnasium cannot rebuild: the dataset still opens without it
             env_spec = None
-    with atomic_directory(target, overwrite=overwrite) as tmp:
+    with atomic_directory(target, overwrite, kind="minari", inputs=[path]) as tmp:
         storage = MinariStorage.new(tmp / "data", observation_space=info.observation_space,
                                     action_space=info.action_space, env_spec=env_spec, data_format=data_format,
                                     jpeg_encoding=False)

@@ -41,7 +41,8 @@ from offlinerl.convert.rllib_common import (
 )
 from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
 from offlinerl.episodes import schema as S
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory, write_dataset
+from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
 
 __all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout", "QUARANTINE_FILE"]
 
@@ -272,11 +273,19 @@ def convert_rllib_parquet(
     action_space: gym.Space | None = None,
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
     overwrite: bool = False,
+    allow_quarantine: bool = False,
 ) -> ConversionReport:
-    """Convert an RLlib new-stack recording (either layout) into an episode dataset at ``output``."""
+    """Convert an RLlib new-stack recording (either layout) into an episode dataset at ``output``.
+
+    ``overwrite`` replaces an existing dataset (never an input or anything else, see ``atomic_directory``),
+    but not when records were quarantined unless ``allow_quarantine`` (``QuarantineKeptError``).
+    """
     import ray.data
 
     files = find_parquet_files(inputs)
+    items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
+    input_paths = [*files, *(Path(item) for item in items if Path(item).is_dir())]
+    check_output(output, overwrite, kind="dataset", inputs=input_paths)
     scan = _scan(files)
     report = ConversionReport(layout=scan.layout, files=len(files), records_read=scan.rows,
                               files_unreadable=len(scan.quarantine), output=str(Path(output).resolve()))
@@ -306,7 +315,9 @@ def convert_rllib_parquet(
             .materialize()
         )
     _tally(ds, report, quarantine)
-    _write(ds, output, report, quarantine, group, env_id, env_spec, readable, overwrite)
+    with atomic_directory(output, overwrite, kind="dataset", inputs=input_paths) as tmp:
+        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
+        _write(ds, tmp, report, quarantine, group, env_id, env_spec, readable)
     return report
 
 
@@ -346,32 +357,32 @@ def _tally(ds, report: ConversionReport, quarantine: list[dict]) -> None:
     report.records_quarantined = sum(1 for r in quarantine if r.get("row") is not None)
 
 
-def _write(ds, output, report: ConversionReport, quarantine: list[dict], group: GroupSettings,
-           env_id: str | None, env_spec: dict | None, sources: Sequence[str], overwrite: bool) -> None:
+def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], group: GroupSettings,
+           env_id: str | None, env_spec: dict | None, sources: Sequence[str]) -> None:
+    """Write the dataset, its quarantine file and ``dataset.json`` into the output's temporary directory."""
     provenance = {
         "converter": CONVERTER,
         "source_format": f"rllib-newstack-parquet ({report.layout} layout)",
         "sources": list(sources) if len(sources) <= 100 else list(sources[:100]) + [f"... {len(sources) - 100} more"],
         "report": report.to_json(),
     }
-    with atomic_directory(output, overwrite=overwrite) as tmp:
-        staging = tmp / "_staging"
-        info = write_dataset(
-            ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
-            observation_space=group.observation_space, action_space=group.action_space,
-            env_id=env_id, env_spec=env_spec,
-            extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
-            max_steps_per_row=group.max_steps_per_row, provenance=provenance,
-        )
-        for f in staging.iterdir():
-            os.rename(f, tmp / f.name)
-        shutil.rmtree(staging)
-        report.episodes = info.num_episodes
-        if quarantine:
-            qdir = tmp / QUARANTINE_DIR
-            qdir.mkdir()
-            with open(qdir / QUARANTINE_FILE, "w") as fh:
-                for rec in quarantine:
-                    fh.write(json.dumps(rec) + "\n")
-        info.provenance["report"] = report.to_json()
-        info.write(tmp)
+    staging = tmp / "_staging"
+    info = write_dataset(
+        ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
+        observation_space=group.observation_space, action_space=group.action_space,
+        env_id=env_id, env_spec=env_spec,
+        extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
+        max_steps_per_row=group.max_steps_per_row, provenance=provenance,
+    )
+    for f in staging.iterdir():
+        os.rename(f, tmp / f.name)
+    shutil.rmtree(staging)
+    report.episodes = info.num_episodes
+    if quarantine:
+        qdir = tmp / QUARANTINE_DIR
+        qdir.mkdir()
+        with open(qdir / QUARANTINE_FILE, "w") as fh:
+            for rec in quarantine:
+                fh.write(json.dumps(rec) + "\n")
+    info.provenance["report"] = report.to_json()
+    info.write(tmp)

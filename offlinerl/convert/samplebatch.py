@@ -39,7 +39,8 @@ from offlinerl.convert.samplebatch_report import ConversionReport
 from offlinerl.convert.samplebatch_stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
 from offlinerl.episodes.info import DatasetInfo
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError, atomic_directory
+from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import space_to_json
 
 __all__ = ["SampleBatchConvertConfig", "ConversionReport", "ConvertUsageError", "convert_samplebatch", "QUARANTINE_DIR"]
@@ -72,7 +73,9 @@ class SampleBatchConvertConfig:
     unsquash_actions: bool = False
     """Map actions from RLlib's normalised [-1, 1] space to the Box bounds: ``clip(low + (a+1)(high-low)/2)``."""
     overwrite: bool = False
-    """Replace an existing output directory."""
+    """Replace an existing output dataset (never an input, a file or another kind of directory)."""
+    allow_quarantine: bool = False
+    """With ``overwrite``: replace an existing dataset even though records were quarantined."""
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW
     """Episodes longer than this are stored as several chunk rows."""
     check_obs: bool = True
@@ -282,8 +285,11 @@ def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any]) ->
 def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     """Convert legacy RLlib SampleBatch JSON recordings; returns the report (also in ``dataset.json``).
 
-    Raises :class:`ConvertUsageError` for bad inputs/flags and ``OutputExistsError``
-    when the output exists without ``overwrite``. Bad *data* never raises: it is quarantined.
+    Raises :class:`ConvertUsageError` for bad inputs/flags, ``OutputExistsError`` when the output
+    exists without ``overwrite``, ``UnsafeOutputError`` for an output that may not be written (an
+    input, or something that is not a dataset) and ``QuarantineKeptError`` when quarantined records
+    would replace an existing dataset without ``allow_quarantine``. Bad *data* never raises: it is
+    quarantined.
     """
     import ray.data
 
@@ -294,8 +300,8 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     except InputError as exc:
         raise ConvertUsageError(str(exc)) from exc
     out = Path(config.output)
-    if out.exists() and not config.overwrite:
-        raise OutputExistsError(f"{out} already exists (pass --overwrite to replace it)")
+    inputs = [*files, *(item for item in config.inputs if Path(item).is_dir())]
+    check_output(out, config.overwrite, kind="dataset", inputs=inputs)
     report = ConversionReport(files=len(files))
     obs_space, act_space, env_spec = config.observation_space, config.action_space, None
     if config.env_id:
@@ -318,7 +324,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     init_ray()
     if config.progress is not None:
         ray.data.DataContext.get_current().enable_progress_bars = config.progress
-    with atomic_directory(out, overwrite=config.overwrite) as tmp:
+    with atomic_directory(out, overwrite=config.overwrite, kind="dataset", inputs=inputs) as tmp:
         stage = tmp / ".stage"
         _stage_episodes(files, stage, config)
         layout = _scan_layout(stage, report)
@@ -330,6 +336,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row,
                                              config.unsquash_actions, report)
         _write_quarantine(stage, tmp / QUARANTINE_DIR, files, rejected, report)
+        refuse_quarantine_over_existing(out, report.quarantined, config.allow_quarantine)
         layout_kwargs = {
             "observation_space": json.dumps(space_to_json(obs_space)),
             "action_space": json.dumps(space_to_json(act_space)),

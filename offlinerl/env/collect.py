@@ -44,7 +44,7 @@ class CollectConfig:
     seed: int | None = None
     """Seed of envs and random actions (same seed, same policy: same dataset)."""
     overwrite: bool = False
-    """Replace an existing ``output``."""
+    """Replace an existing ``output`` dataset (never the policy checkpoint, a file or another directory)."""
     episodes_per_round: int = 0
     """Episodes requested from the runners per round (0: 4 per sub-env); bounds memory."""
 
@@ -55,6 +55,11 @@ class CollectConfig:
             raise ValueError(f"num_env_runners must be >= 0, got {self.num_env_runners}")
         if self.episodes_per_round < 0:
             raise ValueError(f"episodes_per_round must be >= 0, got {self.episodes_per_round}")
+
+    @property
+    def inputs(self) -> list[str]:
+        """What the recording reads (the policy checkpoint), which the output may not replace, hold or lie in."""
+        return [self.policy] if self.policy != "random" else []
 
     def runner_config(self) -> EnvRunnerConfig:
         return EnvRunnerConfig(
@@ -141,6 +146,7 @@ def collect(
                 "seconds": None,
             },
             overwrite=config.overwrite,
+            inputs=config.inputs,
         )
     finally:
         bar.close()

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -16,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.atomic import OutputExistsError, atomic_directory
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, infer_extra_columns, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
 
@@ -31,37 +30,6 @@ __all__ = [
 
 DEFAULT_MAX_STEPS_PER_ROW = 10_000
 DEFAULT_ROWS_PER_FILE = 1_000
-
-
-class OutputExistsError(FileExistsError):
-    """The output path exists and ``overwrite`` was not asked for."""
-
-
-@contextlib.contextmanager
-def atomic_directory(path: str | Path, overwrite: bool = False, *, kind: str | None = None) -> Iterator[Path]:
-    """Yield a fresh temporary directory beside ``path``; on success rename it to ``path``.
-
-    On any exception the temporary directory is removed and ``path`` is left as
-    it was. An existing ``path`` is replaced only when ``overwrite`` is true.
-    """
-    path = Path(path).resolve()
-    if path.exists() and not overwrite:
-        raise OutputExistsError(f"{path} already exists (pass overwrite=True / --overwrite to replace it)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        yield tmp
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(path, old)
-            os.rename(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def parquet_files(path: str | Path) -> list[Path]:
@@ -88,16 +56,19 @@ def write_dataset(
     rows_per_file: int = DEFAULT_ROWS_PER_FILE,
     provenance: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    inputs: Sequence[str | Path] = (),
 ) -> DatasetInfo:
     """Write episodes (an iterable, streamed) or a Ray Dataset of episode rows.
 
     Episodes longer than ``max_steps_per_row`` are split into chunks. Files are
     written to a temporary directory next to ``path`` and renamed into place;
-    an existing ``path`` is refused unless ``overwrite=True``.
+    an existing ``path`` is refused unless ``overwrite=True``, and then replaced
+    only if it is a dataset; ``inputs`` (what the caller read to make these
+    episodes) are never replaced, held or written into (see ``atomic_directory``).
     """
     if max_steps_per_row < 1:
         raise ValueError(f"max_steps_per_row must be >= 1, got {max_steps_per_row}")
-    with atomic_directory(path, overwrite=overwrite) as tmp:
+    with atomic_directory(path, overwrite=overwrite, kind="dataset", inputs=inputs) as tmp:
         if _is_ray_dataset(source):
             counts, extra = _write_ray_dataset(source, tmp, extra_columns)
         else:

@@ -218,6 +218,7 @@ class Finetuner:
             env_id=self.runners.config.env_name,
             provenance={"collector": "offlinerl finetune", "checkpoint": str(self.pipeline.checkpoint),
                         "algorithm": self.algo.name, "iterations": self.iteration},
+            inputs=[p for p in (self.pipeline.checkpoint, self.algo.dataset) if p],
         )
 
     def stop(self) -> None:
