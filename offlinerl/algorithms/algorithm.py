@@ -31,6 +31,7 @@ from offlinerl.data.offline_data import OfflineData
 from offlinerl.env.evaluation import evaluate_module
 from offlinerl.episodes import atomic_directory
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.episodes.validate import require_valid
 
 __all__ = ["Algorithm", "CHECKPOINT_FORMAT", "class_path", "load_class", "read_checkpoint_metadata"]
 
@@ -62,13 +63,18 @@ class Algorithm:
         learner_class: type | None = None,
         module_class: type | None = None,
         connector_state: Mapping[str, Any] | None = None,
+        validate_data: bool = True,
     ) -> None:
+        """``validate_data``: run the validator on ``dataset`` first and raise ``InvalidDatasetError`` with its
+        report if it finds errors (False: for data already validated, e.g. by ``offlinerl validate``)."""
         from offlinerl.ray_utils import init_ray
 
         spec: AlgorithmSpec = get_algorithm(algorithm)
         if not isinstance(config, spec.config_cls):
             raise TypeError(f"{algorithm} needs a {spec.config_cls.__name__}, got {type(config).__name__}")
         init_ray()
+        if validate_data:
+            require_valid(dataset)
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)
@@ -194,14 +200,15 @@ class Algorithm:
         return Path(path)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> "Algorithm":
+    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                        validate_data: bool = True) -> "Algorithm":
         """Rebuild the job from a checkpoint and restore every piece of its state."""
         meta = read_checkpoint_metadata(path)
         spec = get_algorithm(meta["algorithm"])
         config = spec.config_cls.from_dict({**meta["config"], **dict(overrides or {})})
         algo = cls(meta["algorithm"], config, dataset or meta["dataset"],
                    learner_class=load_class(meta["learner_class"]), module_class=load_class(meta["module_class"]),
-                   connector_state=meta["connector_state"])
+                   connector_state=meta["connector_state"], validate_data=validate_data)
         algo.restore(path)
         return algo
 
