@@ -28,7 +28,9 @@ import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
+from offlinerl.algorithms.guards import check_losses, latest_checkpoint, metrics_json
 from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.episodes.validate import require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "run_pipeline", "RUN_FILES"]
 
@@ -152,17 +154,23 @@ def run_pipeline(
     address: str | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    skip_validation: bool = False,
 ) -> dict[str, Any]:
-    """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``."""
+    """Validate the dataset (unless ``skip_validation``: for data already validated), then train until a stop
+    condition, evaluate, checkpoint; return (and write) ``result.json``.
+
+    Raises ``InvalidDatasetError`` (before the run directory exists) and ``NonFiniteLossError``."""
     from offlinerl.ray_utils import init_ray
 
+    t_start = time.perf_counter()
+    init_ray(address)
+    if not skip_validation:
+        require_valid(pipeline.dataset)
     run = new_run_dir(pipeline.output, pipeline.name, run_dir)
     resolved = {**to_dict(pipeline), "config": config.to_dict()}
     (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
 
-    t_start = time.perf_counter()
-    init_ray(address)
-    algo = Algorithm(pipeline.algorithm, config, pipeline.dataset)
+    algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(str(run / "tensorboard"))
@@ -180,13 +188,14 @@ def run_pipeline(
         with (run / "metrics.jsonl").open("w") as metrics_file:
             while True:
                 t0 = time.perf_counter()
+                updates_before = algo.num_updates
                 m = algo.train()
                 train_s += m["perf/iteration_s"]
                 if first_update_s is None:
                     first_update_s = time.perf_counter() - t_start
                 m["time/total_s"] = time.perf_counter() - t_start
                 history.append(m)
-                metrics_file.write(json.dumps(m) + "\n")
+                metrics_file.write(metrics_json(m) + "\n")
                 metrics_file.flush()
                 step = int(m["learner/updates"])
                 for k, v in m.items():
@@ -199,6 +208,7 @@ def run_pipeline(
                     if algo.last_eval:
                         post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
                     bar.set_postfix(post)
+                check_losses(m, updates_before=updates_before, last_checkpoint=latest_checkpoint(run / "checkpoints"))
                 if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
                     algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}")
                 if _should_stop(stop, algo, m, train_s):
@@ -207,7 +217,7 @@ def run_pipeline(
             final = algo.evaluate()
             history[-1].update(final)
             with (run / "metrics.jsonl").open("a") as f:
-                f.write(json.dumps({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final}) + "\n")
+                f.write(metrics_json({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final}) + "\n")
         ckpt = algo.save_checkpoint(run / "checkpoints" / "final")
     finally:
         if bar is not None:

@@ -24,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.algorithms.guards import NonFiniteLossError
     from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
     from offlinerl.ray_utils import quiet_ray_data
 
@@ -34,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     quiet_ray_data()  # keep the progress bar readable
     try:
-        result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress)
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        result = run_pipeline(pipeline, config, run_dir=args.output, address=args.address, progress=not args.no_progress,
+                              skip_validation=args.skip_validation)
+    except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 1
     print(_summary(result))
