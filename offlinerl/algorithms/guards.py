@@ -41,12 +41,20 @@ class NonFiniteLossError(RuntimeError):
                  last_checkpoint: str | Path | None) -> None:
         self.terms, self.iteration, self.updates = dict(terms), iteration, updates
         self.last_checkpoint = None if last_checkpoint is None else str(last_checkpoint)
-        (first, value), *others = self.terms.items()
-        also = f" (so did {', '.join(f'{n} ({v})' for n, v in others)})" if others else ""
         where = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
                  else "no checkpoint was written before it")
-        super().__init__(f"loss {first} became {value}{also} at iteration {iteration} "
-                         f"(updates {updates[0]}-{updates[1]}); {where}")
+        super().__init__(f"{_describe(self.terms)} at iteration {iteration} (updates {updates[0]}-{updates[1]}); {where}")
+
+
+def _describe(terms: Mapping[str, float]) -> str:
+    """``loss 'critic' became nan``, ``losses 'actor' and 'critic' became nan``, ``losses 'a' (nan) and 'b' (inf) ...``."""
+    def both(parts: list[str]) -> str:
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+    values = {str(v) for v in terms.values()}
+    if len(values) == 1:
+        return f"loss{'es' if len(terms) > 1 else ''} {both(list(terms))} became {values.pop()}"
+    return f"losses {both([f'{n} ({v})' for n, v in terms.items()])} became non-finite"
 
 
 def _loss_name(key: str) -> str:
