@@ -24,7 +24,8 @@ counts        error    ``num_episodes``/``num_steps``/``num_rows`` of dataset.js
 Exit codes (:attr:`ValidationReport.exit_code`): 0 valid (warnings allowed),
 1 invalid (a check failed), 2 not readable (the path is not a directory, or a
 parquet file cannot be read at all: that file is named in the ``files`` check
-and the other files are still checked).
+and the other files are still checked). :func:`require_valid` is the training
+preflight: it raises :class:`InvalidDatasetError` (the report) unless the exit code is 0.
 """
 
 from __future__ import annotations
