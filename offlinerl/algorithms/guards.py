@@ -48,13 +48,13 @@ class NonFiniteLossError(RuntimeError):
 
 def _describe(terms: Mapping[str, float]) -> str:
     """``loss 'critic' became nan``, ``losses 'actor' and 'critic' became nan``, ``losses 'a' (nan) and 'b' (inf) ...``."""
-    def both(parts: list[str]) -> str:
+    def listed(parts: list[str]) -> str:
         return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
     values = {str(v) for v in terms.values()}
     if len(values) == 1:
-        return f"loss{'es' if len(terms) > 1 else ''} {both(list(terms))} became {values.pop()}"
-    return f"losses {both([f'{n} ({v})' for n, v in terms.items()])} became non-finite"
+        return f"loss{'es' if len(terms) > 1 else ''} {listed(list(terms))} became {values.pop()}"
+    return f"losses {listed([f'{n} ({v})' for n, v in terms.items()])} became non-finite"
 
 
 def _loss_name(key: str) -> str:
