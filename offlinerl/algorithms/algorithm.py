@@ -29,6 +29,7 @@ from offlinerl.data.offline_data import OfflineData
 from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import evaluate_module
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.episodes.validate import require_valid
 
 __all__ = ["Algorithm"]
 
@@ -45,13 +46,18 @@ class Algorithm:
         learner_class: type | None = None,
         module_class: type | None = None,
         connector_state: Mapping[str, Any] | None = None,
+        validate_data: bool = True,
     ) -> None:
+        """``validate_data``: run the validator on ``dataset`` first and raise ``InvalidDatasetError`` with its
+        report if it finds errors (False: for data already validated, e.g. by ``offlinerl validate``)."""
         from offlinerl.ray_utils import init_ray
 
         spec: AlgorithmSpec = get_algorithm(algorithm)
         if not isinstance(config, spec.config_cls):
             raise TypeError(f"{algorithm} needs a {spec.config_cls.__name__}, got {type(config).__name__}")
         init_ray()
+        if validate_data:
+            require_valid(dataset)
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 import gymnasium as gym
 import torch
 
+from offlinerl.algorithms.guards import to_finite_json
 from offlinerl.core import columns as C
 from offlinerl.episodes.io import atomic_directory
 from offlinerl.episodes.spaces import SpaceError, space_from_json
@@ -49,7 +50,6 @@ __all__ = [
     "class_path",
     "load_checkpoint",
     "write_checkpoint",
-    "json_safe",
 ]
 
 CHECKPOINT_FORMAT = "offlinerl-checkpoint"
@@ -97,17 +97,6 @@ def _trusted_classes() -> dict[str, type]:
     return out
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with every non-finite float replaced by ``None`` (strict JSON has no NaN/Infinity)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -122,7 +111,7 @@ def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mappi
     with atomic_directory(path, overwrite=overwrite, kind="checkpoint") as tmp:
         torch.save(dict(state), tmp / STATE_FILE)
         files = {STATE_FILE: {"bytes": (tmp / STATE_FILE).stat().st_size, "sha256": _sha256(tmp / STATE_FILE)}}
-        meta = {**json_safe(dict(metadata)), "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
+        meta = {**to_finite_json(dict(metadata)), "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
                 "files": files}
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
     return Path(path)

@@ -26,18 +26,15 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.checkpoint import json_safe
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
+from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, to_finite_json
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.algorithms.run_dir import MetricsLog, RunDirError, latest_checkpoint, new_run_dir, prune_checkpoints
+from offlinerl.episodes.validate import require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError"]
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
-
-
-class NonFiniteLossError(RuntimeError):
-    """A loss became NaN or inf: the job stops and that iteration is not checkpointed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,28 +180,30 @@ def run_pipeline(
     address: str | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    skip_validation: bool = False,
 ) -> dict[str, Any]:
-    """Train until a stop condition, evaluate, checkpoint; return (and write) ``result.json``.
+    """Validate the dataset (unless ``skip_validation``: for data already validated), then train until a stop
+    condition, evaluate, checkpoint; return (and write) ``result.json``.
 
     ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed
     job: state, counters and ``metrics.jsonl`` up to that checkpoint are kept, and
-    the rest runs as the uninterrupted job would have.
+    the rest runs as the uninterrupted job would have. Raises ``InvalidDatasetError``
+    (before the run directory exists) and ``NonFiniteLossError``.
     """
     from offlinerl.ray_utils import init_ray
 
+    t_start = time.perf_counter()
+    init_ray(address)
+    if not skip_validation:
+        require_valid(pipeline.dataset)
     if resume_from is None:
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)
         resolved = {**to_dict(pipeline), "config": config.to_dict()}
         (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
     else:
         run = Path(run_dir)
-
-    t_start = time.perf_counter()
-    init_ray(address)
-    if resume_from is None:
-        algo = Algorithm(pipeline.algorithm, config, pipeline.dataset)
-    else:
-        algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset)
+        algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -223,6 +222,7 @@ def run_pipeline(
     ckpt = None
     try:
         while not (resume_from is not None and _should_stop(stop, algo, metrics.history[-1] if metrics.history else {}, train_s)):
+            updates_before = algo.num_updates
             m = algo.train()
             train_s += m["perf/iteration_s"]
             if first_update_s is None:
@@ -240,6 +240,7 @@ def run_pipeline(
                 if algo.last_eval:
                     post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
                 bar.set_postfix(post)
+            check_losses(m, updates_before=updates_before, last_checkpoint=latest_checkpoint(run))
             if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
                 algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
                 if pipeline.checkpoint_keep:
@@ -282,7 +283,7 @@ def run_pipeline(
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
     }
-    (run / "result.json").write_text(json.dumps(json_safe(result), indent=2) + "\n")
+    (run / "result.json").write_text(json.dumps(to_finite_json(result), indent=2) + "\n")
     return result
 
 

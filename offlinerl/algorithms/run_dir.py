@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError, json_safe
+from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError
+from offlinerl.algorithms.guards import metrics_json
 
 __all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "MetricsLog", "RunDirError"]
 
@@ -95,7 +96,7 @@ class MetricsLog:
 
     @staticmethod
     def _line(record: dict[str, Any]) -> str:
-        return json.dumps(json_safe(record), allow_nan=False) + "\n"
+        return metrics_json(record) + "\n"
 
     def _write(self, record: dict[str, Any]) -> None:
         self._file.write(self._line(record))

@@ -31,16 +31,18 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.algorithms.guards import NonFiniteLossError
     from offlinerl.algorithms.online.config import load_finetune_pipeline
     from offlinerl.algorithms.online.finetune import run_finetune
 
     try:
         pipeline = load_finetune_pipeline(args.pipeline, args.overrides, checkpoint=args.checkpoint)
-        result = run_finetune(pipeline, run_dir=args.output, address=args.address, progress=not args.no_progress)
+        result = run_finetune(pipeline, run_dir=args.output, address=args.address, progress=not args.no_progress,
+                              skip_validation=args.skip_validation)
     except ConfigError as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 2
-    except (FileExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
+    except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError, gym.error.Error) as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2))

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     quiet_ray_data()  # keep the progress bar readable
     try:
         result = run_pipeline(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
-                              address=args.address, progress=not args.no_progress)
+                              address=args.address, progress=not args.no_progress,
+                              skip_validation=args.skip_validation)
     except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 1
@@ -72,7 +73,7 @@ def _summary(r: dict) -> str:
     lines = [f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s "
              f"({r['updates_per_s']:.0f} updates/s)"]
     if r["final_eval_return"] is None:
-        lines.append("no evaluation (several modules: a multi-agent dataset)")
+        lines.append("no evaluation (a multi-agent dataset, or no env named by the dataset or evaluation.env)")
     else:
         lines.append(f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
                      f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}")

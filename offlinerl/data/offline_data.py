@@ -26,6 +26,7 @@ import pyarrow as pa
 from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, FlattenObservations, NormalizeObservations
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
+from offlinerl.data.errors import reading
 from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
 from offlinerl.episodes import read_dataset, read_info
 from offlinerl.episodes import schema as S
@@ -87,8 +88,9 @@ class OfflineData:
         from offlinerl.episodes import parquet_files
 
         ids: set[str] = set()
-        for f in parquet_files(self.path):
-            ids.update(row_module_ids(pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])).tolist())
+        with reading(self.path):
+            for f in parquet_files(self.path):
+                ids.update(row_module_ids(pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])).tolist())
         return sorted(ids) or [C.DEFAULT_MODULE_ID]
 
     @property
@@ -172,9 +174,10 @@ class OfflineData:
         """In-memory mode: every transition, normalised, as contiguous arrays (computed once, in order)."""
         if self._arrays is None:
             parts: dict[str, list[np.ndarray]] = {}
-            for batch in self.transitions(normalize=False, preserve_order=True).iter_batches(batch_size=None, batch_format="numpy"):
-                for k, v in batch.items():
-                    parts.setdefault(k, []).append(v)
+            with reading(self.path):
+                for batch in self.transitions(normalize=False, preserve_order=True).iter_batches(batch_size=None, batch_format="numpy"):
+                    for k, v in batch.items():
+                        parts.setdefault(k, []).append(v)
             if not parts:
                 raise ValueError(f"{self.path}: the dataset has no transitions")
             arrays = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
@@ -192,9 +195,10 @@ class OfflineData:
         if self.normalizer is None or self.normalizer_fitted:
             return
         stats = self.transitions(normalize=False, preserve_order=True).map_batches(_obs_stats, batch_format="numpy", batch_size=None)
-        for row in stats.iter_batches(batch_size=None, batch_format="numpy"):
-            for n, mean, var in zip(row["count"], row["mean"], row["var"]):
-                self.normalizer.fit_moments(int(n), mean, var)
+        with reading(self.path):
+            for row in stats.iter_batches(batch_size=None, batch_format="numpy"):
+                for n, mean, var in zip(row["count"], row["mean"], row["var"]):
+                    self.normalizer.fit_moments(int(n), mean, var)
 
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:

@@ -24,7 +24,8 @@ counts        error    ``num_episodes``/``num_steps``/``num_rows`` of dataset.js
 Exit codes (:attr:`ValidationReport.exit_code`): 0 valid (warnings allowed),
 1 invalid (a check failed), 2 not readable (the path is not a directory, or a
 parquet file cannot be read at all: that file is named in the ``files`` check
-and the other files are still checked).
+and the other files are still checked). :func:`require_valid` is the training
+preflight: it raises :class:`InvalidDatasetError` (the report) unless the exit code is 0.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import READ_ERRORS, plan_units, run_units
 
-__all__ = ["CHECKS", "Example", "CheckResult", "ValidationReport", "validate_dataset"]
+__all__ = ["CHECKS", "Example", "CheckResult", "InvalidDatasetError", "ValidationReport", "require_valid",
+           "validate_dataset"]
 
 #: ``(name, severity, description)`` of every check, in report order.
 CHECKS = (
@@ -312,6 +314,26 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
         _skip(report.check("counts"), "not every file is readable")
     else:
         _check_counts(report.check("counts"), info, rows, limit)
+    return report
+
+
+class InvalidDatasetError(ValueError):
+    """A dataset failed validation; the message is the validator's report (file, row and problem)."""
+
+    def __init__(self, report: ValidationReport) -> None:
+        super().__init__(f"{report.path} failed validation; the validator's report:\n{report.format()}")
+        self.report = report
+
+
+def require_valid(path: str | Path, max_examples: int = 5) -> ValidationReport:
+    """The preflight of a training job: validate ``path``; raise :class:`InvalidDatasetError` unless valid.
+
+    Warnings (observations outside their space) pass; any failed error-level check
+    or an unreadable file stops the job before it spends compute.
+    """
+    report = validate_dataset(path, max_examples=max_examples)
+    if not report.ok:
+        raise InvalidDatasetError(report)
     return report
 
 

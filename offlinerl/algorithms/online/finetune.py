@@ -29,6 +29,7 @@ import yaml
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.checkpoint import load_checkpoint
 from offlinerl.algorithms.config_io import ConfigError, to_dict
+from offlinerl.algorithms.guards import check_losses, metrics_json
 from offlinerl.algorithms.online.config import FinetunePipeline
 from offlinerl.algorithms.run_dir import new_run_dir
 from offlinerl.algorithms.registry import get_algorithm
@@ -36,6 +37,7 @@ from offlinerl.connectors import ActionsToEnv, ComputeReturnsToGo, EpisodeColumn
 from offlinerl.core import columns as C
 from offlinerl.data.replay import MixedBatchSource, ReplayBuffer
 from offlinerl.episodes import SingleAgentEpisode, write_dataset
+from offlinerl.episodes.validate import require_valid
 from offlinerl.env import EnvRunnerConfig, EnvRunnerGroup
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
 
@@ -70,19 +72,21 @@ def close_episodes(chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]
     return [replace(c, truncated=True) if last[c.id] is c and not (c.terminated or c.truncated) else c for c in chunks]
 
 
-def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, Any]]:
+def _load_algorithm(pipeline: FinetunePipeline, validate_data: bool) -> tuple[Algorithm, dict[str, Any]]:
     """The checkpoint as an Algorithm (optionally continuing as another algorithm, e.g. BC -> MARWIL)."""
     ckpt = load_checkpoint(pipeline.checkpoint)
     meta = ckpt.meta
     target = pipeline.online.algorithm or meta["algorithm"]
     if target == meta["algorithm"]:
-        return Algorithm.from_checkpoint(pipeline.checkpoint, dataset=pipeline.dataset, overrides=pipeline.config), meta
+        return Algorithm.from_checkpoint(pipeline.checkpoint, dataset=pipeline.dataset, overrides=pipeline.config,
+                                         validate_data=validate_data), meta
     # Another algorithm: carry over the config fields both share, the policy weights and the connector state.
     spec = get_algorithm(target)
     fields = {f for f in spec.config_cls.__dataclass_fields__}
     shared = {k: v for k, v in meta["config"].items() if k in fields}
     config = spec.config_cls.from_dict({**shared, **pipeline.config})
-    algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"])
+    algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"],
+                     validate_data=validate_data)
     learner = algo.learner_group.local_learner
     weights = ckpt.build_module(inference_only=False).state_dict()  # checked: shapes, finite values
     unexpected = sorted(set(weights) - set(learner.module.state_dict()))
@@ -95,12 +99,15 @@ def _load_algorithm(pipeline: FinetunePipeline) -> tuple[Algorithm, dict[str, An
 
 
 class Finetuner:
-    """The fine-tuning loop; ``train()`` runs one iteration (sample → replay → update → sync → evaluate)."""
+    """The fine-tuning loop; ``train()`` runs one iteration (sample → replay → update → sync → evaluate).
 
-    def __init__(self, pipeline: FinetunePipeline) -> None:
+    ``validate_data``: validate the offline dataset first (``InvalidDatasetError`` with the validator's report).
+    """
+
+    def __init__(self, pipeline: FinetunePipeline, *, validate_data: bool = True) -> None:
         self.pipeline = pipeline
         online = pipeline.online
-        self.algo, self.checkpoint_meta = _load_algorithm(pipeline)
+        self.algo, self.checkpoint_meta = _load_algorithm(pipeline, validate_data)
         algo, config = self.algo, self.algo.config
         if not algo.learner_group.is_local:
             raise ConfigError("config.num_learners: online fine-tuning runs with num_learners=0 for now (TODO #6)")
@@ -245,14 +252,18 @@ def run_finetune(
     address: str | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    skip_validation: bool = False,
 ) -> dict[str, Any]:
-    """Fine-tune until a stop condition; write the run directory and return ``result.json``'s content."""
+    """Validate the offline dataset (unless ``skip_validation``), fine-tune until a stop condition; write the run
+    directory and return ``result.json``'s content."""
     from offlinerl.ray_utils import init_ray
 
-    run = new_run_dir(pipeline.output, pipeline.name, run_dir)
     init_ray(address)
+    if not skip_validation:
+        require_valid(pipeline.dataset or load_checkpoint(pipeline.checkpoint).meta["dataset"])
+    run = new_run_dir(pipeline.output, pipeline.name, run_dir)
     t_start = time.perf_counter()
-    tuner = Finetuner(pipeline)
+    tuner = Finetuner(pipeline, validate_data=False)
     (run / "config.yaml").write_text(yaml.safe_dump(
         {**to_dict(pipeline), "algorithm": tuner.algo.name, "resolved_config": tuner.algo.config.to_dict()},
         sort_keys=False,
@@ -268,14 +279,16 @@ def run_finetune(
 
             bar = tqdm(total=pipeline.stop.iterations, unit="it", desc=f"finetune {tuner.algo.name}", dynamic_ncols=True)
         with (run / "metrics.jsonl").open("w") as f:
-            f.write(json.dumps({"iteration": 0.0, "learner/updates": float(tuner.algo.num_updates),
-                                "online/env_steps": 0.0, **initial}) + "\n")
+            f.write(metrics_json({"iteration": 0.0, "learner/updates": float(tuner.algo.num_updates),
+                                  "online/env_steps": 0.0, **initial}) + "\n")
             t_train = time.perf_counter()
             while True:
+                updates_before = tuner.algo.num_updates
                 m = tuner.train()
                 m["time/total_s"] = time.perf_counter() - t_start
-                f.write(json.dumps(m) + "\n")
+                f.write(metrics_json(m) + "\n")
                 f.flush()
+                check_losses(m, updates_before=updates_before, last_checkpoint=pipeline.checkpoint)
                 if bar is not None:
                     bar.update(1)
                     post = {"steps": int(m["online/env_steps"])}
@@ -286,7 +299,7 @@ def run_finetune(
                     break
             if "eval/return_mean" not in tuner.history[-1]:
                 final = tuner.evaluate()
-                f.write(json.dumps({"iteration": float(tuner.iteration), **final}) + "\n")
+                f.write(metrics_json({"iteration": float(tuner.iteration), **final}) + "\n")
         ckpt = tuner.algo.save_checkpoint(run / "checkpoints" / "final")
         online_path = None
         if pipeline.online.save_online_episodes and tuner.online_chunks:

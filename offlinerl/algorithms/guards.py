@@ -1,0 +1,73 @@
+"""What the job loops (``run_pipeline``, ``run_finetune``) check after every iteration.
+
+- ``metrics_json``: one ``metrics.jsonl`` line that is always valid JSON (a
+  non-finite value is written as ``null``, never as a bare ``NaN`` token).
+- ``check_losses``: a loss that became NaN or infinite stops the job with
+  :class:`NonFiniteLossError`, raised before that iteration is checkpointed, so
+  the last checkpoint on disk is the last good one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["NonFiniteLossError", "check_losses", "metrics_json", "to_finite_json"]
+
+
+def to_finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in nested dicts and lists too) replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: to_finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_finite_json(v) for v in value]
+    return value
+
+
+def metrics_json(metrics: Mapping[str, Any]) -> str:
+    """One ``metrics.jsonl`` line (without the newline): strict JSON, non-finite values as ``null``."""
+    return json.dumps(to_finite_json(metrics), allow_nan=False)
+
+
+class NonFiniteLossError(RuntimeError):
+    """Loss terms became NaN or infinite; the message names them, the iteration, the updates and the last good
+    checkpoint."""
+
+    def __init__(self, terms: Mapping[str, float], iteration: int, updates: tuple[int, int],
+                 last_checkpoint: str | Path | None) -> None:
+        self.terms, self.iteration, self.updates = dict(terms), iteration, updates
+        self.last_checkpoint = None if last_checkpoint is None else str(last_checkpoint)
+        where = (f"the last good checkpoint is {self.last_checkpoint}" if self.last_checkpoint
+                 else "no checkpoint was written before it")
+        super().__init__(f"{_describe(self.terms)} at iteration {iteration} (updates {updates[0]}-{updates[1]}); {where}")
+
+
+def _describe(terms: Mapping[str, float]) -> str:
+    """``loss 'critic' became nan``, ``losses 'actor' and 'critic' became nan``, ``losses 'a' (nan) and 'b' (inf) ...``."""
+    def listed(parts: list[str]) -> str:
+        return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+
+    values = {str(v) for v in terms.values()}
+    if len(values) == 1:
+        return f"loss{'es' if len(terms) > 1 else ''} {listed(list(terms))} became {values.pop()}"
+    return f"losses {listed([f'{n} ({v})' for n, v in terms.items()])} became non-finite"
+
+
+def _loss_name(key: str) -> str:
+    """``losses/critic`` -> ``'critic'``; ``agent_0/losses/critic`` -> ``'critic' of module 'agent_0'``."""
+    module, _, name = key.rpartition("losses/")
+    return f"{name!r}" + (f" of module {module.rstrip('/')!r}" if module else "")
+
+
+def check_losses(metrics: Mapping[str, Any], *, updates_before: int,
+                 last_checkpoint: str | Path | None) -> None:
+    """Raise :class:`NonFiniteLossError` if any ``[<module>/]losses/<name>`` metric of one iteration is not finite."""
+    bad = {_loss_name(k): v for k, v in metrics.items()
+           if "losses/" in k and isinstance(v, (int, float)) and not math.isfinite(v)}
+    if bad:
+        updates = (updates_before + 1, int(metrics.get("learner/updates", updates_before)))
+        raise NonFiniteLossError(bad, int(metrics.get("iteration", 0)), updates, last_checkpoint)

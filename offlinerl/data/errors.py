@@ -1,0 +1,49 @@
+"""``DatasetReadError``: malformed data met while turning episode rows into transitions.
+
+Training normally validates its dataset first (:func:`offlinerl.episodes.validate.require_valid`);
+a job started without that preflight still gets one readable line naming the
+dataset and the first cause (a Ray task's remote traceback is reduced to its
+root exception), not a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Iterator
+
+import pyarrow as pa
+
+__all__ = ["DatasetReadError", "reading", "root_cause"]
+
+#: ``SomeError: message`` lines of a remote traceback (Ray's own wrappers are skipped).
+_EXCEPTION_LINE = re.compile(r"^(?!ray\.)([A-Za-z_][\w.]*(?:Error|Exception|Invalid)): (.+)$")
+
+
+class DatasetReadError(ValueError):
+    """The dataset's rows could not be turned into transitions; the message names the dataset and the cause."""
+
+
+def root_cause(exc: BaseException) -> str:
+    """``Type: message`` of the error that started it all (the first such line of a Ray task's remote traceback)."""
+    text = str(exc)
+    for line in text.splitlines():
+        match = _EXCEPTION_LINE.match(line.strip())
+        if match and "UserCodeException" not in match.group(1):
+            return f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+@contextlib.contextmanager
+def reading(path: str) -> Iterator[None]:
+    """Turn the errors malformed data raises inside the block into one :class:`DatasetReadError` naming ``path``."""
+    import ray.exceptions
+
+    try:
+        yield
+    except DatasetReadError:
+        raise
+    except (ray.exceptions.RayTaskError, pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+        raise DatasetReadError(f"{path}: cannot read the dataset as training data ({root_cause(exc)}); "
+                               f"`offlinerl validate {path}` names every file, row and problem") from exc
