@@ -56,12 +56,18 @@ def run(args: argparse.Namespace) -> int:
 
         init_ray(args.address)
     factories: dict = {}
-    try:
-        if config.policy != "random":
-            from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
+    if config.policy != "random":
+        from offlinerl.algorithms.checkpoint import CheckpointError
+        from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
+        from offlinerl.env.env_check import EnvMismatchError
 
+        try:
             policy, connectors, info = checkpoint_policy(config.policy, env=config.env)
-            factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
+        except (CheckpointError, EnvMismatchError) as exc:  # a bad --policy: exit 1, as evaluate and finetune
+            print(f"offlinerl collect: {exc}")
+            return 1
+        factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
+    try:
         info = collect(config, progress=not args.no_progress, **factories)
     except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
         print(f"offlinerl collect: {exc}")

@@ -226,7 +226,7 @@ def test_collect_refuses_a_hostile_checkpoint(ckpt, tmp_path, capsys):
     code = main(["collect", "--env", "CartPole-v1", "--policy", str(ckpt), "--episodes", "1", "-o", str(out),
                  "--no-progress"])
     captured = capsys.readouterr()
-    assert code != 0 and "other than tensors" in captured.out + captured.err
+    assert code == 1 and "other than tensors" in captured.out + captured.err
     assert not marker.exists() and not out.exists()
 
 
@@ -234,7 +234,7 @@ def test_collect_checks_the_env_spaces(ckpt, tmp_path, capsys):
     code = main(["collect", "--env", "Pendulum-v1", "--policy", str(ckpt), "--episodes", "1",
                  "-o", str(tmp_path / "out"), "--no-progress"])
     captured = capsys.readouterr()
-    assert code != 0 and "does not fit" in captured.out + captured.err and "Traceback" not in captured.err
+    assert code == 1 and "does not fit" in captured.out + captured.err and "Traceback" not in captured.err
 
 
 def test_finetune_refuses_a_hostile_checkpoint(ray_session, ckpt, dataset, tmp_path, capsys):
