@@ -297,10 +297,13 @@ def run_finetune(
                     bar.set_postfix(post)
                 if _should_stop(pipeline, tuner, m, time.perf_counter() - t_train):
                     break
+            # The fine-tuned weights are written before the final evaluation, so a failing env loses nothing.
+            ckpt = tuner.algo.save_checkpoint(run / "checkpoints" / "final")
             if "eval/return_mean" not in tuner.history[-1]:
                 final = tuner.evaluate()
                 f.write(metrics_json({"iteration": float(tuner.iteration), **final}) + "\n")
-        ckpt = tuner.algo.save_checkpoint(run / "checkpoints" / "final")
+                tuner.algo.last_eval = final
+                tuner.algo.save_checkpoint(ckpt, overwrite=True)  # with its own evaluation in algorithm.json
         online_path = None
         if pipeline.online.save_online_episodes and tuner.online_chunks:
             online_path = run / "online-episodes"
