@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from offlinerl.cli.convert_options import add_max_value_bytes
+
 __all__ = ["register", "run", "load_space_arg"]
 
 
@@ -43,6 +45,7 @@ def register(formats: argparse._SubParsersAction) -> None:
                    help="exit 0 even when records were quarantined (default: exit 1 so pipelines notice)")
     p.add_argument("--overwrite", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
+    add_max_value_bytes(p)
     p.set_defaults(func=run)
 
 
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         report = convert_rllib_parquet(
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
+            max_value_bytes=args.max_value_bytes,
         )
     except (FileNotFoundError, OutputExistsError, ValueError) as exc:
         print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.payload import decode_columns, encode_columns
 from offlinerl.convert.samplebatch_files import FileRange, iter_range_lines
 from offlinerl.convert.samplebatch_layout import describe
@@ -66,8 +67,8 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def read_ranges(batch: pa.Table) -> Iterator[pa.Table]:
-    """Stage 1 (``map_batches`` generator, one :class:`FileRange` per input row)."""
+def read_ranges(batch: pa.Table, limits: DecodeLimits | None = None) -> Iterator[pa.Table]:
+    """Stage 1 (``map_batches`` generator, one :class:`FileRange` per input row); packed values within ``limits``."""
     for r in batch.to_pylist():
         rng = FileRange(**r)
         aux_key = f"\x00aux/{rng.file_index}/{rng.start}"
@@ -79,7 +80,7 @@ def read_ranges(batch: pa.Table) -> Iterator[pa.Table]:
                 continue
             lines += 1
             try:
-                fragments = parse_line(raw)
+                fragments = parse_line(raw, limits)
                 new_rows = [
                     (fragment_key(f.policy, f.eps_id, f.agent_index), "fragment", rng.file_index, offset, f.t_first,
                      encode_columns(f.columns),
