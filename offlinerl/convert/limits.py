@@ -173,10 +173,11 @@ def lz4_decompress(data: bytes, budget: DecodeBudget, what: str = "packed value"
         budget.check(declared, f"{what} (as its LZ4 frame declares)")
     decompressor = lz4.frame.LZ4FrameDecompressor()
     parts, size, pending = [], 0, data
+    chunk = declared + 1 if declared else 64 * 1024  # lz4 allocates max_length up front: start small
     try:
         while True:
-            part = decompressor.decompress(pending, max_length=min(_STREAM_CHUNK, allowance + 1 - size))
-            pending = b""
+            part = decompressor.decompress(pending, max_length=min(chunk, allowance + 1 - size))
+            pending, chunk = b"", min(2 * chunk, _STREAM_CHUNK)
             parts.append(part)
             size += len(part)
             if decompressor.eof:

@@ -147,15 +147,17 @@ def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
     return spaces[0], spaces[1], spec
 
 
-def _first_chunk(files: Sequence[Path], limits: DecodeLimits, limit: int = 1000):
-    """The first decodable episode record (to learn spaces and extra columns)."""
+def _first_chunk(files: Sequence[Path], limits: DecodeLimits, need_spaces: bool, limit: int = 1000):
+    """The first decodable episode record, with its recorded spaces if needed (to learn spaces and extra columns)."""
     seen, first_error = 0, None
     for f in files:
         for raw in pq.read_table(f, columns=["item"]).column("item").to_pylist():
             seen += 1
             try:
                 state = decode_state(raw, limits)
-                return state, chunk_from_state(state)
+                spaces = (space_from_rllib(state["_observation_space"], limits),
+                          space_from_rllib(state["_action_space"], limits)) if need_spaces else (None, None)
+                return spaces, chunk_from_state(state)
             except (EpisodeStateError, ValueError, TypeError, KeyError) as exc:
                 first_error = first_error or f"{f}: {type(exc).__name__}: {exc}"
             if seen >= limit:
@@ -246,10 +248,11 @@ def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Spac
     """Spaces (given > env > recording or inferred) and extra columns; notes go to the report."""
     files = [Path(p) for p in scan.readable]
     if scan.layout == "episodes":
-        state, chunk = _first_chunk(files, limits)
+        need_spaces = observation_space is None or action_space is None
+        (recorded_obs, recorded_act), chunk = _first_chunk(files, limits, need_spaces)
         report.spaces_from = report.spaces_from or "recording (episode state spaces)"
-        observation_space = observation_space or space_from_rllib(state["_observation_space"], limits)
-        action_space = action_space or space_from_rllib(state["_action_space"], limits)
+        observation_space = observation_space or recorded_obs
+        action_space = action_space or recorded_act
         extra_columns = rllib_chunks.extra_specs_of(chunk)
     else:
         schema = pq.read_schema(files[0])
