@@ -5,13 +5,13 @@ Two Ray Data stages use these functions: :func:`read_piece` (``map_batches``
 over (file, row group) pieces: decode every row, attach its file and row
 position) and :func:`stitch_group` (``groupby(key).map_groups``: order one
 episode's rows by (file, row), drop exact re-writes, check continuity, build
-the episode row).
+the episode row). Which columns a recording has, and how its extra columns are
+described, is :mod:`offlinerl.convert.rllib_step_columns`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,24 +21,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offlinerl.convert.limits import DecodeBudget, DecodeLimits, array_nbytes
-from offlinerl.convert.packing import LZ4_MAGIC_B64, PackedDecodeError, unpack_any
+from offlinerl.convert.limits import DecodeBudget, DecodeLimits
+from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.rllib_common import (
     GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
 )
+from offlinerl.convert.rllib_step_columns import CORE_COLUMNS, is_list, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
 
-__all__ = [
-    "CORE_COLUMNS", "DROPPED_COLUMNS", "StepSettings", "extra_specs", "step_schema", "read_piece", "stitch_group",
-    "plain", "unpack_any",
-]
+__all__ = ["StepSettings", "step_schema", "read_piece", "stitch_group"]
 
-#: Columns every per-step recording has (``agent_id``/``module_id`` may be null-typed).
-CORE_COLUMNS = ("eps_id", "agent_id", "module_id", "obs", "new_obs", "actions", "rewards", "terminateds", "truncateds")
-#: Bookkeeping columns that are dropped (derivable from the row order).
-DROPPED_COLUMNS = ("t",)
 KEY, FILE, ROW, ERROR, SIG, OBS_SIG, NEXT_SIG = "_key", "_file", "_row", "_error", "_sig", "_obs_sig", "_new_obs_sig"
 NO_EPISODE_KEY = "\x00(rows without eps_id)"
 
@@ -53,85 +47,6 @@ class StepSettings:
     """All input files, in order (index = file position)."""
     limits: DecodeLimits = field(default_factory=DecodeLimits)
     """Caps on packed values: each, and all of one row group together (``max_expansion`` × its size)."""
-
-
-def plain(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Strip extension types (Ray's tensor type) down to their storage."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    while isinstance(arr.type, pa.ExtensionType):
-        arr = arr.storage
-    return arr
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
-def _shape_from_field(field: pa.Field) -> tuple[int, ...] | None:
-    meta = field.metadata or {}
-    if b"ARROW:extension:metadata" in meta:
-        try:
-            shape = json.loads(meta[b"ARROW:extension:metadata"])
-            return tuple(int(s) for s in (shape if isinstance(shape, list) else shape["shape"]))
-        except (ValueError, TypeError, KeyError):
-            return None
-    shape = getattr(field.type, "shape", None)
-    return tuple(shape) if shape is not None else None
-
-
-def extra_specs(schema: pa.Schema, first: pa.Table,
-                limits: DecodeLimits | None = None) -> tuple[dict[str, dict], list[str]]:
-    """Describe the extra per-step columns from a file's schema and its first rows; notes on anything not kept.
-
-    A column whose declared per-step shape is over ``limits.max_value_bytes``, or whose first
-    packed value cannot be decoded within the limits, is not kept (and a note says why).
-    """
-    limits = limits or DecodeLimits()
-    specs, notes = {}, []
-    for field in schema:
-        name = field.name
-        if name in CORE_COLUMNS or name in DROPPED_COLUMNS:
-            continue
-        col = plain(first.column(name)) if name in first.column_names else None
-        t = col.type if col is not None else field.type
-        if _is_list(t) and (pa.types.is_floating(t.value_type) or pa.types.is_integer(t.value_type)):
-            shape = _shape_from_field(field)
-            if shape is None and col is not None and len(col):
-                shape = (len(col[0].as_py() or []),)
-            dtype = t.value_type.to_pandas_dtype().__name__
-            problem = _oversized(shape or (), dtype, limits)
-            if problem:
-                notes.append(f"column {name!r} is not kept: {problem}")
-                continue
-            specs[name] = {"dtype": dtype, "shape": list(shape or ())}
-        elif pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
-            specs[name] = {"dtype": np.dtype(t.to_pandas_dtype()).name, "shape": []}
-        elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            first_value = col[0].as_py() if col is not None and len(col) else None
-            if isinstance(first_value, str) and first_value.startswith(LZ4_MAGIC_B64):
-                try:
-                    arr = np.asarray(unpack_any(first_value, limits.budget(len(first_value))))
-                except ValueError as exc:  # PackedDecodeError, ValueTooLargeError
-                    notes.append(f"column {name!r} is not kept: its first packed value cannot be read: {exc}")
-                    continue
-                specs[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "packed": True}
-            else:
-                specs[name] = {"dtype": "string", "shape": []}
-        else:
-            notes.append(f"column {name!r} of type {t} is not kept (no per-step numeric or text form)")
-    return specs, notes
-
-
-def _oversized(shape: Sequence[int], dtype: str, limits: DecodeLimits) -> str | None:
-    """Why a declared per-step shape is refused (negative, or over the cap), or None."""
-    try:
-        nbytes = array_nbytes(tuple(shape), dtype)
-    except ValueError as exc:
-        return str(exc)
-    if nbytes > limits.max_value_bytes:
-        return str(limits.value_error(f"one step of shape {tuple(shape)} and dtype {dtype}", nbytes))
-    return None
 
 
 def step_schema(settings: GroupSettings) -> pa.Schema:
@@ -188,7 +103,7 @@ def _numeric_batch(arr: pa.Array, space: gym.Space) -> np.ndarray | None:
         return None
     dtype, shape = leaf if leaf else (np.dtype(np.int64), ())
     size = int(np.prod(shape))
-    if _is_list(arr.type) and (pa.types.is_integer(arr.type.value_type) or pa.types.is_floating(arr.type.value_type)):
+    if is_list(arr.type) and (pa.types.is_integer(arr.type.value_type) or pa.types.is_floating(arr.type.value_type)):
         lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
         if len(arr) and (lengths != size).any() or arr.flatten().null_count:
             return None
@@ -224,7 +139,7 @@ def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: lis
         return text, np.array([hashlib.blake2b((v or "").encode(), digest_size=8).digest() for v in text.to_pylist()])
     shape = tuple(spec.get("shape", ()))
     box = gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.dtype(spec["dtype"]))
-    if spec.get("packed") or _is_list(arr.type) or arr.null_count:
+    if spec.get("packed") or is_list(arr.type) or arr.null_count:
         batch = _decode_space_column(arr, box, name, errors, budget)
     else:
         batch = arr.to_numpy(zero_copy_only=False).astype(spec["dtype"])

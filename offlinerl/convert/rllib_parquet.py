@@ -36,11 +36,12 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert import rllib_chunks, rllib_columns
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
-from offlinerl.convert.packing import PackedDecodeError
+from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.rllib_common import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
 )
 from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
+from offlinerl.convert.rllib_step_columns import extra_specs, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory, write_dataset
 
@@ -171,7 +172,7 @@ def _infer_column_spaces(files: Sequence[Path], limits: DecodeLimits) -> tuple[g
     for i, obs in enumerate(head.column("obs").to_pylist()):  # the first row whose obs decodes
         try:
             packed = isinstance(obs, (str, bytes))
-            value = np.asarray(rllib_columns.unpack_any(obs, limits.budget(len(obs))) if packed else obs)
+            value = np.asarray(unpack_any(obs, limits.budget(len(obs))) if packed else obs)
         except (PackedDecodeError, ValueError, TypeError):
             continue
         first = pa.Table.from_batches([head]).slice(i, 1)
@@ -179,7 +180,7 @@ def _infer_column_spaces(files: Sequence[Path], limits: DecodeLimits) -> tuple[g
     if first is None or value is None or value.dtype.kind not in "fiub":
         raise ValueError(f"cannot infer the observation space from {files[0]}: pass --env or --observation-space")
     obs_space = gym.spaces.Box(-np.inf, np.inf, shape=value.shape, dtype=value.dtype)
-    act_type = rllib_columns.plain(first.column("actions")).type
+    act_type = plain(first.column("actions")).type
     if pa.types.is_integer(act_type):
         import ray.data
 
@@ -258,7 +259,7 @@ def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Spac
         schema = pq.read_schema(files[0])
         head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=1), None)
         first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
-        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows, limits)
+        extra_columns, notes = extra_specs(schema, first_rows, limits)
         report.notes += notes
         if observation_space is None or action_space is None:
             inferred_obs, inferred_act, notes = _infer_column_spaces(files, limits)
