@@ -214,6 +214,6 @@ def parse_byte_size(text: str) -> int:
         value = float(number)
     except ValueError:
         raise ValueError(f"not a byte size: {text!r} (examples: 268435456, 512MiB, 2GiB)") from None
-    if unit not in _UNITS or not math.isfinite(value) or value < 1:
+    if unit not in _UNITS or not math.isfinite(value) or value * _UNITS[unit] < 1:
         raise ValueError(f"not a byte size: {text!r} (examples: 268435456, 512MiB, 2GiB)")
     return int(value * _UNITS[unit])

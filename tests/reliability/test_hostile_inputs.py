@@ -196,6 +196,33 @@ def test_msgpack_npy_and_zlib_declaring_more_than_they_hold_are_refused():
     assert isinstance(exc, ValueTooLargeError) and "decompressed so far" in str(exc) and peak < 4 * MiB
 
 
+def test_long_lines_are_read_in_chunks_and_reported_not_held(tmp_path):
+    from offlinerl.convert.samplebatch_files import FileRange, LongLine, iter_range_lines, line_numbers
+
+    path = tmp_path / "output-x_worker-0_0.json.gz"
+    size = 32 * MiB
+    path.write_bytes(gzip.compress(b"{}\n") + gzip.compress(b"x" * size) + gzip.compress(b"\n{}\n"))
+    rng = FileRange(0, str(path), 0, -1)
+    peak, lines = peak_traced(lambda: list(iter_range_lines(rng, max_line_bytes=MiB)))
+    assert [(off, type(line).__name__) for off, line in lines] == [(0, "bytes"), (3, "LongLine"), (size + 4, "bytes")]
+    long = lines[1][1]
+    assert isinstance(long, LongLine) and long.length == size + 1 and len(long.head) == 1024
+    assert peak < 8 * MiB  # the cap plus a chunk or two, never the whole line
+    peak, numbers = peak_traced(lambda: line_numbers(str(path), [0, 3, size + 4]))
+    assert numbers == {0: 1, 3: 2, size + 4: 3} and peak < 8 * MiB
+
+
+def test_byte_sizes_and_limits_are_validated():
+    from offlinerl.convert.limits import parse_byte_size
+
+    assert parse_byte_size("268435456") == 256 * MiB == parse_byte_size("256MiB") == parse_byte_size("0.25g")
+    for bad in ("lots", "0", "-1MiB", "1 parsec", "nan"):
+        with pytest.raises(ValueError, match="not a byte size"):
+            parse_byte_size(bad)
+    with pytest.raises(ValueError, match="max_value_bytes must be a positive integer"):
+        DecodeLimits(max_value_bytes=0)
+
+
 # ---------------------------------------------------------------- YAML
 
 
