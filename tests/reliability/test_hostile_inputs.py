@@ -15,16 +15,12 @@ import base64
 import gzip
 import json
 import os
-import pickle
 import subprocess
 import sys
-import threading
 import time
-import tracemalloc
 import zlib
 from pathlib import Path
 
-import lz4.frame
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,63 +34,11 @@ from offlinerl.convert.samplebatch_lines import LineError, parse_line
 from offlinerl.episodes import load_episodes, read_info
 from tests.convert.helpers import pack_state, raw_state, run_cli
 from tests.convert.samplebatch_recordings import batch, pack, sample_batch_line, write_lines
+from tests.reliability.hostile_inputs import (
+    BILLION_LAUGHS, RECONSTRUCT, TINY_HUGE_VALUES, MiB, Pickled, TreePeak, lz4_bomb, packed, packed_bomb, peak_traced,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-MiB, GiB = 1024**2, 1024**3
-_RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own _reconstruct (numpy 1.x and 2.x paths)
-
-
-# ---------------------------------------------------------------- hostile values
-
-
-class _Pickled:
-    """Pickles as ``fn(*args)`` (then ``BUILD`` with ``state`` if given): what a crafted pickle can ask for."""
-
-    def __init__(self, fn, args, state=None):
-        self.fn, self.args, self.state = fn, args, state
-
-    def __reduce__(self):
-        return (self.fn, self.args) if self.state is None else (self.fn, self.args, self.state)
-
-
-def packed(obj) -> str:
-    """RLlib's ``pack()`` of any picklable object."""
-    return base64.b64encode(lz4.frame.compress(pickle.dumps(obj, protocol=4))).decode("ascii")
-
-
-#: ~100-byte packed values whose pickles ask numpy for 11 GB (an object array numpy zero-fills).
-TINY_HUGE_VALUES = {
-    "declared shape": packed(_Pickled(_RECONSTRUCT, (np.ndarray, (1_375_000_000,), b"O"))),
-    "setstate shape": packed(_Pickled(_RECONSTRUCT, (np.ndarray, (0,), b"b"),
-                                      (1, (1_375_000_000,), np.dtype("O"), False, []))),
-    "void item size": packed(_Pickled(_RECONSTRUCT, (np.ndarray, (0,), b"b"),
-                                      (1, (1,), np.dtype("V2000000000"), False, b""))),
-}
-
-
-def lz4_bomb(decompressed: int = 2 * GiB, declare_size: bool = True) -> bytes:
-    """A valid LZ4 frame of ``decompressed`` zero bytes, built from one compressed 4 MiB block (cheap)."""
-    block = 4 * MiB
-    compressor = lz4.frame.LZ4FrameCompressor(block_size=lz4.frame.BLOCKSIZE_MAX4MB, block_linked=False)
-    header = compressor.begin(source_size=decompressed if declare_size else 0)
-    one = compressor.compress(bytes(block))  # one independent block (frame format: size word + data)
-    return header + one * (decompressed // block) + b"\x00\x00\x00\x00"  # the end mark (no checksum)
-
-
-def packed_bomb(decompressed: int = 2 * GiB, declare_size: bool = True) -> str:
-    return base64.b64encode(lz4_bomb(decompressed, declare_size)).decode("ascii")
-
-
-def peak_traced(fn) -> tuple[int, object]:
-    """(peak bytes Python allocated while ``fn`` ran, what it raised or returned)."""
-    tracemalloc.start()
-    try:
-        result = fn()
-    except Exception as exc:  # the caller asserts on the exception
-        result = exc
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak, result
 
 
 # ---------------------------------------------------------------- unit level (no Ray)
@@ -122,7 +66,7 @@ def test_tiny_packed_value_declaring_a_huge_array_is_refused_before_allocation(k
 ])
 def test_bad_declared_shapes_are_refused(state, problem):
     with pytest.raises((PackedDecodeError, ValueTooLargeError), match=problem):
-        unpack(packed(_Pickled(_RECONSTRUCT, (np.ndarray, (0,), b"b"), state)))
+        unpack(packed(Pickled(RECONSTRUCT, (np.ndarray, (0,), b"b"), state)))
 
 
 def test_lz4_bomb_is_refused_before_decompressing():
@@ -226,20 +170,6 @@ def test_byte_sizes_and_limits_are_validated():
 # ---------------------------------------------------------------- YAML
 
 
-BILLION_LAUGHS = """\
-a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-algorithm: bc
-"""
-
-
 def _offlinerl(*argv: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     start = time.perf_counter()
@@ -270,51 +200,6 @@ def test_yaml_billion_laughs_exits_two_quickly(tmp_path):
 
 
 # ---------------------------------------------------------------- convert samplebatch end to end (Ray)
-
-
-def _tree_pss() -> int:
-    """PSS in bytes of this process and all its descendants (the driver, Ray's raylet/GCS and workers)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    tree, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        children = [c for c, p in parents.items() if p == pid and c not in tree]
-        tree.update(children)
-        frontier.extend(children)
-    total = 0
-    for pid in tree:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) * 1024
-        except (OSError, StopIteration):
-            continue
-    return total
-
-
-class TreePeak:
-    """Samples the process tree's PSS every 0.2 s while the ``with`` block runs; ``peak`` in bytes."""
-
-    def __enter__(self) -> TreePeak:
-        self.peak, self._stop = _tree_pss(), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self.peak = max(self.peak, _tree_pss())
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _tree_pss())
 
 
 RECORDING = "output-2026-01-01_00-00-00_worker-0_0.json"
@@ -424,6 +309,11 @@ def test_max_value_bytes_flag_caps_lines_frames_and_values(ray_session, tmp_path
 # ---------------------------------------------------------------- RLlib new stack (Ray)
 
 
+def _new_stack_quarantine(out: Path) -> dict[int, dict]:
+    lines = (out / "_quarantine" / "records.jsonl").read_text().splitlines()
+    return {r["row"]: r for r in map(json.loads, lines)}
+
+
 def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
     """Per-step layout: packed obs bombs and an extension shape of 80 GB per step are bounded the same way."""
     obs = np.arange(12, dtype=np.float32).reshape(6, 2)
@@ -448,7 +338,7 @@ def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
     assert sorted(e.id for e in load_episodes(out)) == ["after", "good"]
     report = read_info(out).provenance["report"]
     assert any("'logits' is not kept" in n and "--max-value-bytes" in n for n in report["notes"])
-    records = {r["row"]: r for r in map(json.loads, (out / "_quarantine" / "records.jsonl").read_text().splitlines())}
+    records = _new_stack_quarantine(out)
     assert set(records) == {3, 4, 5, 6}
     assert records[3]["reason"].startswith("obs: packed value (as its LZ4 frame declares) is 2,147,483,648 bytes")
     assert "new_obs: pickled array of shape (1375000000,)" in records[6]["reason"]
@@ -475,7 +365,7 @@ def test_new_stack_episode_records_declaring_huge_arrays_are_quarantined(ray_ses
     assert run_cli(["convert", "rllib-parquet", str(rec), "-o", str(out)]) == 1
     info = read_info(out)
     assert info.observation_space.shape == (4,) and info.num_episodes == 3
-    records = {r["row"]: r["reason"] for r in map(json.loads, (out / "_quarantine" / "records.jsonl").read_text().splitlines())}
+    records = {row: r["reason"] for row, r in _new_stack_quarantine(out).items()}
     assert set(records) == {1, 2}
     assert "ValueTooLargeError: msgpack array of shape (100000, 100000)" in records[1]
     assert "--max-value-bytes" in records[1] and "not a valid msgpack record" in records[2]
