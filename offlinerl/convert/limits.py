@@ -90,7 +90,7 @@ class DecodeLimits:
         """The error for one value over ``max_value_bytes``."""
         return ValueTooLargeError(
             f"{what} is {nbytes:,} bytes, over the cap of {self.max_value_bytes:,} bytes "
-            f"({_mib(self.max_value_bytes)}) per value; nothing was allocated. If the recording is trusted and "
+            f"({_mib(self.max_value_bytes)}) per value, so it was not built. If the recording is trusted and "
             f"its values really are that large, raise the cap with {MAX_VALUE_BYTES_FLAG}"
         )
 
@@ -117,7 +117,7 @@ class DecodeBudget:
             raise ValueTooLargeError(
                 f"{what} is {nbytes:,} bytes, but this record ({self.record_bytes:,} bytes) may decompress to at "
                 f"most {self.total:,} bytes in all ({self.limits.max_expansion}x its size, at least "
-                f"{MAX_VALUE_BYTES_FLAG}) and {self.used:,} are used; nothing was allocated. If the recording is "
+                f"{MAX_VALUE_BYTES_FLAG}) and {self.used:,} are used, so it was not built. If the recording is "
                 f"trusted, raise the cap with {MAX_VALUE_BYTES_FLAG}"
             )
 
