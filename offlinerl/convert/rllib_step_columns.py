@@ -3,13 +3,14 @@ which are core, which are dropped, and how the extra ones are described.
 
 A recording's own metadata (Ray's tensor extension shape) and first values
 decide an extra column's dtype and per-step shape; a declared shape over the
-per-value cap (:mod:`offlinerl.convert.limits`) is not kept, since every step
-of it would be allocated.
+per-value cap (:mod:`offlinerl.convert.limits`), or one that disagrees with the
+first value's length, is not kept, since every step of it would be allocated.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Sequence
 
 import numpy as np
@@ -56,8 +57,9 @@ def extra_specs(schema: pa.Schema, first: pa.Table,
                 limits: DecodeLimits | None = None) -> tuple[dict[str, dict], list[str]]:
     """Describe the extra per-step columns from a file's schema and its first rows; notes on anything not kept.
 
-    A column whose declared per-step shape is over ``limits.max_value_bytes``, or whose first
-    packed value cannot be decoded within the limits, is not kept (and a note says why).
+    A column whose declared per-step shape is over ``limits.max_value_bytes`` or disagrees with its
+    first value, or whose first packed value cannot be decoded within the limits, is not kept (and a
+    note says why).
     """
     limits = limits or DecodeLimits()
     specs, notes = {}, []
@@ -68,11 +70,16 @@ def extra_specs(schema: pa.Schema, first: pa.Table,
         col = plain(first.column(name)) if name in first.column_names else None
         t = col.type if col is not None else field.type
         if is_list(t) and (pa.types.is_floating(t.value_type) or pa.types.is_integer(t.value_type)):
+            value0 = col[0].as_py() if col is not None and len(col) else None
             shape = _shape_from_field(field)
             if shape is None and col is not None and len(col):
-                shape = (len(col[0].as_py() or []),)
+                shape = (len(value0 or []),)
             dtype = t.value_type.to_pandas_dtype().__name__
             problem = _oversized(shape or (), dtype, limits)
+            if problem is None and shape and value0 is not None and math.prod(shape) != len(value0):
+                # a step that cannot be read gets a placeholder of the declared shape: it must be the data's
+                problem = (f"its metadata declares a per-step shape {tuple(shape)}, "
+                           f"its first value has {len(value0)} entries")
             if problem:
                 notes.append(f"column {name!r} is not kept: {problem}")
                 continue

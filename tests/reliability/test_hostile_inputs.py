@@ -315,20 +315,22 @@ def _new_stack_quarantine(out: Path) -> dict[int, dict]:
 
 
 def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
-    """Per-step layout: packed obs bombs and an extension shape of 80 GB per step are bounded the same way."""
+    """Per-step layout: packed obs bombs, an extension shape of 40 GB per step, and one of 200 MB per step over
+    2 values (each unreadable step would get a placeholder of that shape) are bounded the same way."""
     obs = np.arange(12, dtype=np.float32).reshape(6, 2)
     rows = []
     for eps, n in (("good", 3), ("bomb", 2), ("tiny", 2), ("after", 2)):
         for t in range(n):
             rows.append({"eps_id": eps, "obs": pack(obs[t]), "new_obs": pack(obs[t + 1]), "actions": t % 2,
-                         "rewards": 1.0, "terminateds": t == n - 1, "truncateds": False, "logits": [0.5, 0.5]})
+                         "rewards": 1.0, "terminateds": t == n - 1, "truncateds": False, "logits": [0.5, 0.5], "dist": [0.5, 0.5]})
     rows[3]["obs"] = packed_bomb()
     rows[6]["new_obs"] = TINY_HUGE_VALUES["setstate shape"]
     table = pa.Table.from_pylist(rows)
-    meta = {b"ARROW:extension:metadata": json.dumps({"shape": [100_000, 100_000]}).encode()}
-    table = table.set_column(table.schema.get_field_index("logits"),
-                             pa.field("logits", pa.list_(pa.float32()), metadata=meta),
-                             table.column("logits").cast(pa.list_(pa.float32())))
+    for name, shape in (("logits", [100_000, 100_000]), ("dist", [50_000_000])):
+        meta = {b"ARROW:extension:metadata": json.dumps({"shape": shape}).encode()}
+        table = table.set_column(table.schema.get_field_index(name),
+                                 pa.field(name, pa.list_(pa.float32()), metadata=meta),
+                                 table.column(name).cast(pa.list_(pa.float32())))
     rec = tmp_path / "rec"
     rec.mkdir()
     pq.write_table(table, rec / "part-0.parquet")
@@ -338,6 +340,8 @@ def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
     assert sorted(e.id for e in load_episodes(out)) == ["after", "good"]
     report = read_info(out).provenance["report"]
     assert any("'logits' is not kept" in n and "--max-value-bytes" in n for n in report["notes"])
+    assert any("'dist' is not kept: its metadata declares a per-step shape (50000000,), its first value has 2 "
+               "entries" in n for n in report["notes"])
     records = _new_stack_quarantine(out)
     assert set(records) == {3, 4, 5, 6}
     assert records[3]["reason"].startswith("obs: packed value (as its LZ4 frame declares) is 2,147,483,648 bytes")
