@@ -322,7 +322,8 @@ def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
     for eps, n in (("good", 3), ("bomb", 2), ("tiny", 2), ("after", 2)):
         for t in range(n):
             rows.append({"eps_id": eps, "obs": pack(obs[t]), "new_obs": pack(obs[t + 1]), "actions": t % 2,
-                         "rewards": 1.0, "terminateds": t == n - 1, "truncateds": False, "logits": [0.5, 0.5], "dist": [0.5, 0.5]})
+                         "rewards": 1.0, "terminateds": t == n - 1, "truncateds": False,
+                         "logits": [0.5, 0.5], "dist": [0.5, 0.5]})
     rows[3]["obs"] = packed_bomb()
     rows[6]["new_obs"] = TINY_HUGE_VALUES["setstate shape"]
     table = pa.Table.from_pylist(rows)
