@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from offlinerl.cli.common import overwrite_help
+from offlinerl.cli.convert_options import add_max_value_bytes
 
 __all__ = ["register", "run", "load_space_arg"]
 
@@ -46,6 +47,7 @@ def register(formats: argparse._SubParsersAction) -> None:
                    "--overwrite replace an existing dataset even then (without it the existing dataset is kept)")
     p.add_argument("--overwrite", action="store_true", help=overwrite_help())
     p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
+    add_max_value_bytes(p)
     p.set_defaults(func=run)
 
 
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
             allow_quarantine=args.allow_quarantine,
+            max_value_bytes=args.max_value_bytes,
         )
     except (FileNotFoundError, OutputExistsError, ValueError) as exc:
         print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from offlinerl.cli.common import overwrite_help
+from offlinerl.cli.convert_options import add_max_value_bytes
 
 __all__ = ["register", "run"]
 
@@ -19,7 +20,8 @@ examples:
       "shape": [4], "low": "-inf", "high": "inf"}' --action-space '{"type": "Discrete", "n": 2}'
 
 Unreadable lines and ambiguous episodes are written to OUT/_quarantine/quarantine.jsonl
-(file, line, reason, raw line). Exit codes: 0 ok, 1 something was quarantined (unless
+(file, line, reason, raw line); a packed value over --max-value-bytes is quarantined as
+too_large without being decompressed or built. Exit codes: 0 ok, 1 something was quarantined (unless
 --allow-quarantine), 2 usage error or refused output (nothing written, an existing OUT
 kept). docs/convert.md explains what is read, inferred and dropped; docs/safety.md what
 --overwrite may replace.
@@ -53,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="store episodes longer than N steps as several chunk rows (default 10000)")
     p.add_argument("--no-obs-check", action="store_true",
                    help="do not quarantine episodes whose new_obs[i] differs from obs[i+1]")
+    add_max_value_bytes(p)
     p.set_defaults(func=run)
 
 
@@ -86,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
             check_obs=not args.no_obs_check,
             progress=sys.stderr.isatty(),
+            max_value_bytes=args.max_value_bytes,
         )
     except ValueError as exc:
         return _usage_error(exc)

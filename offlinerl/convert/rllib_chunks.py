@@ -10,13 +10,14 @@ that chunks follow each other, concatenate).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError
 from offlinerl.convert.rllib_common import (
     GroupSettings,
@@ -47,6 +48,8 @@ class ChunkSettings:
     """Spaces, extra columns (``infos`` is one, as JSON, when kept), chunk size."""
     files: tuple[str, ...]
     """All input files, in order (index = file position)."""
+    limits: DecodeLimits = field(default_factory=DecodeLimits)
+    """Caps on what one episode record may decode to."""
 
 
 def to_jsonable(value: Any) -> Any:
@@ -138,7 +141,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: ChunkS
         try:
             if raw is None:
                 raise EpisodeStateError("item is null")
-            ep = _episode_of(chunk_from_state(decode_state(raw)), g)
+            ep = _episode_of(chunk_from_state(decode_state(raw, settings.limits)), g)
             keys.append(f"{ep.id}\x1f{ep.agent_id or ''}")
             sigs.append(digest(ep.obs, ep.actions, ep.rewards, np.array([ep.terminated, ep.truncated, ep.t_start]),
                                *[np.asarray(ep.extras[k]) for k in sorted(ep.extras)]))

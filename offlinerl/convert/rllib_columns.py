@@ -5,16 +5,14 @@ Two Ray Data stages use these functions: :func:`read_piece` (``map_batches``
 over (file, row group) pieces: decode every row, attach its file and row
 position) and :func:`stitch_group` (``groupby(key).map_groups``: order one
 episode's rows by (file, row), drop exact re-writes, check continuity, build
-the episode row).
+the episode row). Which columns a recording has, and how its extra columns are
+described, is :mod:`offlinerl.convert.rllib_step_columns`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
@@ -23,23 +21,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offlinerl.convert.packing import LZ4_MAGIC_B64, PackedDecodeError, safe_loads
+from offlinerl.convert.limits import DecodeBudget, DecodeLimits
+from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.rllib_common import (
     GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
 )
+from offlinerl.convert.rllib_step_columns import CORE_COLUMNS, is_list, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
 
-__all__ = [
-    "CORE_COLUMNS", "DROPPED_COLUMNS", "StepSettings", "extra_specs", "step_schema", "read_piece", "stitch_group",
-    "plain", "unpack_any",
-]
+__all__ = ["StepSettings", "step_schema", "read_piece", "stitch_group"]
 
-#: Columns every per-step recording has (``agent_id``/``module_id`` may be null-typed).
-CORE_COLUMNS = ("eps_id", "agent_id", "module_id", "obs", "new_obs", "actions", "rewards", "terminateds", "truncateds")
-#: Bookkeeping columns that are dropped (derivable from the row order).
-DROPPED_COLUMNS = ("t",)
 KEY, FILE, ROW, ERROR, SIG, OBS_SIG, NEXT_SIG = "_key", "_file", "_row", "_error", "_sig", "_obs_sig", "_new_obs_sig"
 NO_EPISODE_KEY = "\x00(rows without eps_id)"
 
@@ -52,73 +45,8 @@ class StepSettings:
     """Spaces, extra columns, chunk size."""
     files: tuple[str, ...]
     """All input files, in order (index = file position)."""
-
-
-def plain(arr: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Strip extension types (Ray's tensor type) down to their storage."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    while isinstance(arr.type, pa.ExtensionType):
-        arr = arr.storage
-    return arr
-
-
-def _is_list(t: pa.DataType) -> bool:
-    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
-
-
-def unpack_any(value: str | bytes) -> Any:
-    """RLlib ``pack()`` text -> the arrays it holds (an array, or a dict/tuple of arrays)."""
-    import lz4.frame
-
-    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value.strip()
-    if text.startswith(("b'", 'b"')):
-        text = text[2:-1]
-    try:
-        payload = lz4.frame.decompress(base64.b64decode(text, validate=True))
-    except (binascii.Error, ValueError, RuntimeError) as exc:
-        raise PackedDecodeError(f"bad packed value (base64/LZ4): {exc}") from exc
-    return safe_loads(payload)
-
-
-def _shape_from_field(field: pa.Field) -> tuple[int, ...] | None:
-    meta = field.metadata or {}
-    if b"ARROW:extension:metadata" in meta:
-        try:
-            shape = json.loads(meta[b"ARROW:extension:metadata"])
-            return tuple(int(s) for s in (shape if isinstance(shape, list) else shape["shape"]))
-        except (ValueError, TypeError, KeyError):
-            return None
-    shape = getattr(field.type, "shape", None)
-    return tuple(shape) if shape is not None else None
-
-
-def extra_specs(schema: pa.Schema, first: pa.Table) -> tuple[dict[str, dict], list[str]]:
-    """Describe the extra per-step columns from a file's schema and its first rows; notes on anything not kept."""
-    specs, notes = {}, []
-    for field in schema:
-        name = field.name
-        if name in CORE_COLUMNS or name in DROPPED_COLUMNS:
-            continue
-        col = plain(first.column(name)) if name in first.column_names else None
-        t = col.type if col is not None else field.type
-        if _is_list(t) and (pa.types.is_floating(t.value_type) or pa.types.is_integer(t.value_type)):
-            shape = _shape_from_field(field)
-            if shape is None and col is not None and len(col):
-                shape = (len(col[0].as_py() or []),)
-            specs[name] = {"dtype": t.value_type.to_pandas_dtype().__name__, "shape": list(shape or ())}
-        elif pa.types.is_floating(t) or pa.types.is_integer(t) or pa.types.is_boolean(t):
-            specs[name] = {"dtype": np.dtype(t.to_pandas_dtype()).name, "shape": []}
-        elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            first_value = col[0].as_py() if col is not None and len(col) else None
-            if isinstance(first_value, str) and first_value.startswith(LZ4_MAGIC_B64):
-                arr = np.asarray(unpack_any(first_value))
-                specs[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "packed": True}
-            else:
-                specs[name] = {"dtype": "string", "shape": []}
-        else:
-            notes.append(f"column {name!r} of type {t} is not kept (no per-step numeric or text form)")
-    return specs, notes
+    limits: DecodeLimits = field(default_factory=DecodeLimits)
+    """Caps on packed values: each, and all of one row group together (``max_expansion`` × its size)."""
 
 
 def step_schema(settings: GroupSettings) -> pa.Schema:
@@ -136,8 +64,8 @@ def step_schema(settings: GroupSettings) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: list) -> Any:
-    """Decode a column into a space batch; rows that fail get an error and a zero value."""
+def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: list, budget: DecodeBudget) -> Any:
+    """Decode a column into a space batch; rows that fail (or overrun ``budget``) get an error and a zero value."""
     arr = plain(arr)
     fast = _numeric_batch(arr, space)
     if fast is not None:
@@ -148,7 +76,7 @@ def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: lis
         try:
             if v is None:
                 raise ValueError(f"{name} is null")
-            decoded = unpack_any(v) if isinstance(v, (str, bytes)) else v
+            decoded = unpack_any(v, budget) if isinstance(v, (str, bytes)) else v
             if leaf and isinstance(decoded, np.ndarray) and (decoded.dtype, decoded.shape) == leaf:
                 values.append(decoded)  # already exactly the space's form
             else:
@@ -175,7 +103,7 @@ def _numeric_batch(arr: pa.Array, space: gym.Space) -> np.ndarray | None:
         return None
     dtype, shape = leaf if leaf else (np.dtype(np.int64), ())
     size = int(np.prod(shape))
-    if _is_list(arr.type) and (pa.types.is_integer(arr.type.value_type) or pa.types.is_floating(arr.type.value_type)):
+    if is_list(arr.type) and (pa.types.is_integer(arr.type.value_type) or pa.types.is_floating(arr.type.value_type)):
         lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
         if len(arr) and (lengths != size).any() or arr.flatten().null_count:
             return None
@@ -202,7 +130,8 @@ def _stack(values: Sequence[Any], space: gym.Space) -> Any:
     return out
 
 
-def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: list) -> tuple[pa.Array, np.ndarray]:
+def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: list,
+                  budget: DecodeBudget) -> tuple[pa.Array, np.ndarray]:
     """An extra column as (Arrow values of the step type, numpy form for fingerprints)."""
     arr = plain(arr)
     if spec["dtype"] in ("string", S.JSON_DTYPE):
@@ -210,8 +139,8 @@ def _decode_extra(arr: pa.Array, spec: Mapping[str, Any], name: str, errors: lis
         return text, np.array([hashlib.blake2b((v or "").encode(), digest_size=8).digest() for v in text.to_pylist()])
     shape = tuple(spec.get("shape", ()))
     box = gym.spaces.Box(-np.inf, np.inf, shape=shape, dtype=np.dtype(spec["dtype"]))
-    if spec.get("packed") or _is_list(arr.type) or arr.null_count:
-        batch = _decode_space_column(arr, box, name, errors)
+    if spec.get("packed") or is_list(arr.type) or arr.null_count:
+        batch = _decode_space_column(arr, box, name, errors, budget)
     else:
         batch = arr.to_numpy(zero_copy_only=False).astype(spec["dtype"])
     batch = np.ascontiguousarray(batch)
@@ -261,9 +190,10 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     agents = column("agent_id", nulls).cast(pa.string()).to_pylist()
     modules = column("module_id", nulls).cast(pa.string()).to_pylist()
     zeros = pa.array([0] * n, pa.int64())
-    obs = _decode_space_column(column("obs", nulls), g.observation_space, "obs", errors)
-    new_obs = _decode_space_column(column("new_obs", nulls), g.observation_space, "new_obs", errors)
-    actions = _decode_space_column(column("actions", nulls), g.action_space, "actions", errors)
+    budget = settings.limits.budget(table.nbytes)  # all packed values of this row group together
+    obs = _decode_space_column(column("obs", nulls), g.observation_space, "obs", errors, budget)
+    new_obs = _decode_space_column(column("new_obs", nulls), g.observation_space, "new_obs", errors, budget)
+    actions = _decode_space_column(column("actions", nulls), g.action_space, "actions", errors, budget)
     reward_col = column("rewards", zeros)
     rewards = np.asarray(reward_col.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
     for i in np.flatnonzero(reward_col.is_null().to_numpy(zero_copy_only=False)):
@@ -272,7 +202,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     extras, extra_values = {}, []
     for name, spec in g.extra_columns.items():
         source = table.column(name) if name in names else pa.nulls(n, S.extra_value_type(spec))
-        extras[name], hashable = _decode_extra(source, spec, name, errors)
+        extras[name], hashable = _decode_extra(source, spec, name, errors, budget)
         extra_values.append(hashable)
     for i, e in enumerate(eps):
         if e is None:

@@ -10,6 +10,11 @@ where msgpack-numpy pickles or needs ``eval``; they are refused.
 Spaces come in RLlib's ``gym_space_to_dict`` form; Box bounds and MultiDiscrete
 ``nvec`` are ``base64(zlib(.npy bytes))`` and are read with
 ``np.load(allow_pickle=False)``.
+
+Sizes are checked before allocation (:mod:`offlinerl.convert.limits`): msgpack's
+own length limits are bounded by the record, every array's declared
+``shape × itemsize`` must fit the per-value cap and match its data, zlib streams
+stop at the cap, and a ``.npy`` header's shape is checked before ``np.load``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import functools
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +31,9 @@ import gymnasium as gym
 import msgpack
 import numpy as np
 
+from offlinerl.convert.limits import (
+    DecodeBudget, DecodeLimits, ValueTooLargeError, array_nbytes, check_array, zlib_decompress,
+)
 from offlinerl.convert.packing import PackedDecodeError, RefusedPickleError
 from offlinerl.episodes.arrow import batch_len, batch_map
 
@@ -39,8 +48,8 @@ def _key(k: Any) -> Any:
     return k.decode("utf-8") if isinstance(k, bytes) else k
 
 
-def _decode_ndarray(obj: dict) -> Any:
-    """msgpack ``object_hook``: rebuild msgpack-numpy arrays and scalars, refuse pickles."""
+def _decode_ndarray(obj: dict, max_bytes: int) -> Any:
+    """msgpack ``object_hook``: rebuild msgpack-numpy arrays and scalars (at most ``max_bytes`` each), refuse pickles."""
     keys = {_key(k): v for k, v in obj.items()}
     if "nd" not in keys or "data" not in keys:
         if keys.get("complex") is True:
@@ -59,19 +68,38 @@ def _decode_ndarray(obj: dict) -> Any:
     data = keys["data"]
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise EpisodeStateError(f"array data is {type(data).__name__}, expected bytes")
-    flat = np.frombuffer(bytes(data), dtype=dtype)
     if keys["nd"]:
-        return flat.reshape(tuple(keys.get("shape") or ())).copy()
+        shape = keys.get("shape") or ()
+        try:
+            check_array(shape, dtype, max_bytes, "msgpack array")
+        except ValueTooLargeError:
+            raise
+        except ValueError as exc:
+            raise EpisodeStateError(str(exc)) from exc
+        if array_nbytes(shape, dtype) != len(data):
+            raise EpisodeStateError(f"array of shape {tuple(shape)} and dtype {dtype.str} holds {len(data)} bytes")
+        return np.frombuffer(bytes(data), dtype=dtype).reshape(tuple(shape)).copy()
+    flat = np.frombuffer(bytes(data), dtype=dtype)
     if flat.size != 1:
         raise EpisodeStateError(f"numpy scalar holds {flat.size} values")
     return flat[0]
 
 
-def decode_state(raw: bytes) -> dict[str, Any]:
-    """msgpack bytes -> episode state dict (str keys, numpy arrays); no pickle is run."""
+def decode_state(raw: bytes, limits: DecodeLimits | None = None) -> dict[str, Any]:
+    """msgpack bytes -> episode state dict (str keys, numpy arrays); no pickle is run.
+
+    No string, binary, array or map may declare more entries than the record has bytes,
+    and no array more than ``limits.max_value_bytes``.
+    """
+    limits = limits or DecodeLimits()
+    n = len(raw)
+    hook = functools.partial(_decode_ndarray, max_bytes=limits.max_value_bytes)
     try:
-        state = msgpack.unpackb(raw, raw=False, object_hook=_decode_ndarray, strict_map_key=False)
-    except (EpisodeStateError, PackedDecodeError):
+        state = msgpack.unpackb(
+            raw, raw=False, object_hook=hook, strict_map_key=False,
+            max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n // 2, max_ext_len=n,
+        )
+    except (EpisodeStateError, PackedDecodeError, ValueTooLargeError):
         raise
     except Exception as exc:  # msgpack raises several unrelated types on corrupt input
         raise EpisodeStateError(f"not a valid msgpack record: {type(exc).__name__}: {exc}") from exc
@@ -80,38 +108,70 @@ def decode_state(raw: bytes) -> dict[str, Any]:
     return state
 
 
-def _ndarray_field(text: Any, what: str) -> np.ndarray:
+def _ndarray_field(text: Any, what: str, budget: DecodeBudget) -> np.ndarray:
     try:
-        payload = zlib.decompress(base64.b64decode(_key(text), validate=True))
+        payload = zlib_decompress(base64.b64decode(_key(text), validate=True), budget, f"space {what}")
+    except ValueTooLargeError:
+        raise
     except (binascii.Error, ValueError, zlib.error, TypeError) as exc:
         raise EpisodeStateError(f"space {what}: bad base64/zlib array: {exc}") from exc
-    try:  # the .npy format; object arrays (which would need pickle) are refused by allow_pickle=False
-        return np.load(io.BytesIO(payload), allow_pickle=False)
+    stream = io.BytesIO(payload)
+    try:  # the .npy header first: its shape must fit the cap and the data that follows
+        version = np.lib.format.read_magic(stream)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        if version not in read_header:
+            raise ValueError(f".npy version {version} is not supported")
+        shape, _, dtype = read_header[version](stream)
+        check_array(shape, dtype, budget.limits.max_value_bytes, f"space {what}")
+        if array_nbytes(shape, dtype) > len(payload) - stream.tell():
+            raise ValueError(f"the header declares shape {shape} but the data is shorter")
+        stream.seek(0)  # the .npy format; object arrays (which would need pickle) are refused by allow_pickle=False
+        return np.load(stream, allow_pickle=False)
+    except ValueTooLargeError:
+        raise
     except ValueError as exc:
         raise EpisodeStateError(f"space {what}: not a plain .npy array: {exc}") from exc
 
 
-def space_from_rllib(d: Any) -> gym.Space:
-    """Convert RLlib's ``gym_space_to_dict`` form into a gymnasium space."""
+def space_from_rllib(d: Any, limits: DecodeLimits | None = None, budget: DecodeBudget | None = None) -> gym.Space:
+    """Convert RLlib's ``gym_space_to_dict`` form into a gymnasium space.
+
+    One value of the space (a Box of ``shape``, a MultiBinary of ``n``) must fit ``limits.max_value_bytes``;
+    the zlib bounds of all its parts share one ``budget``.
+    """
+    limits = limits or DecodeLimits()
+    budget = budget or limits.budget(0)
     if not isinstance(d, dict) or "space" not in d:
         raise EpisodeStateError(f"not an RLlib space dict: {d!r:.200}")
     kind = _key(d["space"])
     if kind == "box":
-        low, high = _ndarray_field(d["low"], "low"), _ndarray_field(d["high"], "high")
         dtype = np.dtype(_key(d.get("dtype", "float32")))
-        return gym.spaces.Box(low=low, high=high, shape=tuple(d["shape"]), dtype=dtype)
+        shape = _space_shape(d.get("shape"), dtype, limits, "box")
+        low, high = _ndarray_field(d["low"], "low", budget), _ndarray_field(d["high"], "high", budget)
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
     if kind == "discrete":
         return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
     if kind == "multi-binary":
-        return gym.spaces.MultiBinary(d["n"])
+        return gym.spaces.MultiBinary(list(_space_shape(d["n"], np.int8, limits, "multi-binary")))
     if kind == "multi-discrete":
-        nvec = _ndarray_field(d["nvec"], "nvec")
+        nvec = _ndarray_field(d["nvec"], "nvec", budget)
         return gym.spaces.MultiDiscrete(nvec, dtype=np.dtype(_key(d.get("dtype", "int64"))))
     if kind == "tuple":
-        return gym.spaces.Tuple([space_from_rllib(s) for s in d["spaces"]])
+        return gym.spaces.Tuple([space_from_rllib(s, limits, budget) for s in d["spaces"]])
     if kind == "dict":
-        return gym.spaces.Dict({_key(k): space_from_rllib(s) for k, s in d["spaces"].items()})
+        return gym.spaces.Dict({_key(k): space_from_rllib(s, limits, budget) for k, s in d["spaces"].items()})
     raise EpisodeStateError(f"unsupported RLlib space type {kind!r}")
+
+
+def _space_shape(shape: Any, dtype: Any, limits: DecodeLimits, kind: str) -> tuple[int, ...]:
+    """A space's declared shape, refused if one value of it would be over the per-value cap."""
+    try:
+        check_array(shape, dtype, limits.max_value_bytes, f"one value of the recorded {kind} space")
+    except ValueTooLargeError:
+        raise
+    except ValueError as exc:
+        raise EpisodeStateError(f"recorded {kind} space: {exc}") from exc
+    return tuple(int(x) for x in shape) if isinstance(shape, (list, tuple)) else (int(shape),)
 
 
 def _stack(items: list[Any], dtype: Any = None) -> Any:

@@ -35,11 +35,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert import rllib_chunks, rllib_columns
-from offlinerl.convert.packing import PackedDecodeError
+from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
+from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.rllib_common import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
 )
 from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
+from offlinerl.convert.rllib_step_columns import extra_specs, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
@@ -147,15 +149,17 @@ def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
     return spaces[0], spaces[1], spec
 
 
-def _first_chunk(files: Sequence[Path], limit: int = 1000):
-    """The first decodable episode record (to learn spaces and extra columns)."""
+def _first_chunk(files: Sequence[Path], limits: DecodeLimits, need_spaces: bool, limit: int = 1000):
+    """The first decodable episode record, with its recorded spaces if needed (to learn spaces and extra columns)."""
     seen, first_error = 0, None
     for f in files:
         for raw in pq.read_table(f, columns=["item"]).column("item").to_pylist():
             seen += 1
             try:
-                state = decode_state(raw)
-                return state, chunk_from_state(state)
+                state = decode_state(raw, limits)
+                spaces = (space_from_rllib(state["_observation_space"], limits),
+                          space_from_rllib(state["_action_space"], limits)) if need_spaces else (None, None)
+                return spaces, chunk_from_state(state)
             except (EpisodeStateError, ValueError, TypeError, KeyError) as exc:
                 first_error = first_error or f"{f}: {type(exc).__name__}: {exc}"
             if seen >= limit:
@@ -163,12 +167,13 @@ def _first_chunk(files: Sequence[Path], limit: int = 1000):
     raise ValueError(f"none of the first {seen} episode records could be decoded (first problem: {first_error})")
 
 
-def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, list[str]]:
+def _infer_column_spaces(files: Sequence[Path], limits: DecodeLimits) -> tuple[gym.Space, gym.Space, list[str]]:
     head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=100, columns=["obs", "actions"]))
     first, value = None, None
     for i, obs in enumerate(head.column("obs").to_pylist()):  # the first row whose obs decodes
         try:
-            value = np.asarray(rllib_columns.unpack_any(obs) if isinstance(obs, (str, bytes)) else obs)
+            packed = isinstance(obs, (str, bytes))
+            value = np.asarray(unpack_any(obs, limits.budget(len(obs))) if packed else obs)
         except (PackedDecodeError, ValueError, TypeError):
             continue
         first = pa.Table.from_batches([head]).slice(i, 1)
@@ -176,7 +181,7 @@ def _infer_column_spaces(files: Sequence[Path]) -> tuple[gym.Space, gym.Space, l
     if first is None or value is None or value.dtype.kind not in "fiub":
         raise ValueError(f"cannot infer the observation space from {files[0]}: pass --env or --observation-space")
     obs_space = gym.spaces.Box(-np.inf, np.inf, shape=value.shape, dtype=value.dtype)
-    act_type = rllib_columns.plain(first.column("actions")).type
+    act_type = plain(first.column("actions")).type
     if pa.types.is_integer(act_type):
         import ray.data
 
@@ -241,23 +246,24 @@ def _scan(files: Sequence[Path]) -> _Scan:
 
 
 def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Space | None,
-              action_space: gym.Space | None, max_steps_per_row: int) -> GroupSettings:
+              action_space: gym.Space | None, max_steps_per_row: int, limits: DecodeLimits) -> GroupSettings:
     """Spaces (given > env > recording or inferred) and extra columns; notes go to the report."""
     files = [Path(p) for p in scan.readable]
     if scan.layout == "episodes":
-        state, chunk = _first_chunk(files)
+        need_spaces = observation_space is None or action_space is None
+        (recorded_obs, recorded_act), chunk = _first_chunk(files, limits, need_spaces)
         report.spaces_from = report.spaces_from or "recording (episode state spaces)"
-        observation_space = observation_space or space_from_rllib(state["_observation_space"])
-        action_space = action_space or space_from_rllib(state["_action_space"])
+        observation_space = observation_space or recorded_obs
+        action_space = action_space or recorded_act
         extra_columns = rllib_chunks.extra_specs_of(chunk)
     else:
         schema = pq.read_schema(files[0])
         head = next(pq.ParquetFile(files[0]).iter_batches(batch_size=1), None)
         first_rows = pa.Table.from_batches([head]) if head is not None else schema.empty_table()
-        extra_columns, notes = rllib_columns.extra_specs(schema, first_rows)
+        extra_columns, notes = extra_specs(schema, first_rows, limits)
         report.notes += notes
         if observation_space is None or action_space is None:
-            inferred_obs, inferred_act, notes = _infer_column_spaces(files)
+            inferred_obs, inferred_act, notes = _infer_column_spaces(files, limits)
             observation_space, action_space = observation_space or inferred_obs, action_space or inferred_act
             report.notes += notes
             report.spaces_from = report.spaces_from or "inferred from the data"
@@ -274,14 +280,18 @@ def convert_rllib_parquet(
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
     overwrite: bool = False,
     allow_quarantine: bool = False,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
 ) -> ConversionReport:
     """Convert an RLlib new-stack recording (either layout) into an episode dataset at ``output``.
 
     ``overwrite`` replaces an existing dataset (never an input or anything else, see ``atomic_directory``),
     but not when records were quarantined unless ``allow_quarantine`` (``QuarantineKeptError``).
+    ``max_value_bytes`` caps one decoded value (a packed column, an array of an episode record;
+    :mod:`offlinerl.convert.limits`); a record over it is quarantined.
     """
     import ray.data
 
+    limits = DecodeLimits(max_value_bytes=max_value_bytes)
     files = find_parquet_files(inputs)
     items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     input_paths = [*files, *(Path(item) for item in items if Path(item).is_dir())]
@@ -297,14 +307,14 @@ def convert_rllib_parquet(
         env_obs, env_act, env_spec = _env_spaces(env_id)
         observation_space, action_space = observation_space or env_obs, action_space or env_act
         report.spaces_from = report.spaces_from or f"env {env_id}"
-    group = _settings(scan, report, observation_space, action_space, max_steps_per_row)
+    group = _settings(scan, report, observation_space, action_space, max_steps_per_row, limits)
     layout = scan.layout
 
     if layout == "episodes":
-        settings: Any = rllib_chunks.ChunkSettings(group, tuple(readable))
+        settings: Any = rllib_chunks.ChunkSettings(group, tuple(readable), limits)
         read_fn, group_fn = rllib_chunks.read_piece, rllib_chunks.join_group
     else:
-        settings = rllib_columns.StepSettings(group, tuple(readable))
+        settings = rllib_columns.StepSettings(group, tuple(readable), limits)
         read_fn, group_fn = rllib_columns.read_piece, rllib_columns.stitch_group
     with _sort_shuffle():
         ds = (

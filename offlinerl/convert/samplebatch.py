@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
+from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.samplebatch_files import (
     DEFAULT_RANGE_BYTES,
     InputError,
@@ -86,6 +87,9 @@ class SampleBatchConvertConfig:
     """Partitions of the episode group-by shuffle (default: from the input size)."""
     progress: bool | None = None
     """Show Ray Data progress bars (None: leave Ray Data's setting as it is)."""
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    """Cap on one packed value once decompressed and on one array it declares (checked before allocating);
+    a line over it is quarantined as ``too_large``. Raise it only for a trusted recording."""
 
     def __post_init__(self) -> None:
         if not self.inputs:
@@ -96,6 +100,13 @@ class SampleBatchConvertConfig:
             raise ConvertUsageError(f"max_steps_per_row must be >= 1, got {self.max_steps_per_row}")
         if self.range_bytes < 1:
             raise ConvertUsageError(f"range_bytes must be >= 1, got {self.range_bytes}")
+        if self.max_value_bytes < 1:
+            raise ConvertUsageError(f"max_value_bytes must be >= 1, got {self.max_value_bytes}")
+
+    @property
+    def decode_limits(self) -> DecodeLimits:
+        """The caps on decoded values (:mod:`offlinerl.convert.limits`)."""
+        return DecodeLimits(max_value_bytes=self.max_value_bytes)
 
 
 def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict[str, Any] | None]:
@@ -244,7 +255,8 @@ def _stage_episodes(files: list[Path], stage: Path, config: SampleBatchConvertCo
 
     ranges = plan_ranges(files, config.range_bytes)
     parts = ray.data.from_items([asdict(r) for r in ranges], override_num_blocks=len(ranges))
-    fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow")
+    fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow",
+                                  fn_kwargs={"limits": config.decode_limits})
     grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
     stitched = grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs})
     # Without row_group_size every group's output becomes its own row group (thousands per file).

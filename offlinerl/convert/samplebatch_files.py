@@ -1,6 +1,8 @@
 """Finding RLlib ``JsonWriter`` output files, ordering them, and reading them
 line by line in byte ranges (so one huge file is read by several tasks, each
-holding only a few lines in memory)."""
+holding only a few lines in memory). A line longer than a cap is never held
+whole: it is read in chunks and reported as a :class:`LongLine` (a gzip file of
+a few MB can hold a line of gigabytes)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import BinaryIO, Iterator
 __all__ = [
     "InputError",
     "FileRange",
+    "LongLine",
     "resolve_inputs",
     "file_sort_key",
     "plan_ranges",
@@ -24,6 +27,8 @@ __all__ = [
 
 #: Uncompressed files larger than this are read by several tasks, one byte range each.
 DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
+_CHUNK = 1024 * 1024
+_HEAD = 1024
 
 _WRITER_NAME = re.compile(r"_worker-(\d+)_(\d+)\.json(\.gz)?$")
 _SUFFIXES = (".json", ".json.gz")
@@ -91,21 +96,47 @@ def plan_ranges(files: list[Path], range_bytes: int = DEFAULT_RANGE_BYTES) -> li
     return ranges
 
 
+@dataclass(frozen=True)
+class LongLine:
+    """A line over the cap: its first bytes (for the quarantine) and its full length; never held whole."""
+
+    head: bytes
+    length: int
+
+
 def _open(path: str) -> BinaryIO:
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb", buffering=1 << 20)
 
 
-def iter_range_lines(rng: FileRange) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(byte offset, line)`` for each line starting in the range (offsets of the decompressed stream)."""
+def _rest_of_line(f: BinaryIO) -> int:
+    """Read to the end of the current line in chunks; its length in bytes."""
+    length = 0
+    while True:
+        part = f.readline(_CHUNK)
+        length += len(part)
+        if not part or part.endswith(b"\n"):
+            return length
+
+
+def iter_range_lines(rng: FileRange, max_line_bytes: int | None = None) -> Iterator[tuple[int, bytes | LongLine]]:
+    """Yield ``(byte offset, line)`` for each line starting in the range (offsets of the decompressed stream).
+
+    A line longer than ``max_line_bytes`` comes as a :class:`LongLine` (read in chunks, not kept).
+    """
     with _open(rng.path) as f:
         pos = 0
         if rng.start > 0:
             f.seek(rng.start - 1)
-            pos = rng.start - 1 + len(f.readline())  # skip the rest of the line that began before us
+            pos = rng.start - 1 + _rest_of_line(f)  # skip the rest of the line that began before us
         while rng.end < 0 or pos < rng.end:
-            line = f.readline()
+            line = f.readline(-1 if max_line_bytes is None else max_line_bytes + 1)
             if not line:
                 break
+            if max_line_bytes is not None and len(line) > max_line_bytes and not line.endswith(b"\n"):
+                length = len(line) + _rest_of_line(f)
+                yield pos, LongLine(line[:_HEAD], length)
+                pos += length
+                continue
             yield pos, line
             pos += len(line)
 
@@ -118,13 +149,14 @@ def line_numbers(path: str, offsets: list[int]) -> dict[int, int]:
         return result
     k = 0
     with _open(path) as f:
-        pos, line_no = 0, 1
-        for line in f:
-            while k < len(wanted) and wanted[k] <= pos:
-                result[wanted[k]] = line_no
+        pos, newlines = 0, 0  # read in blocks: a line may be far longer than memory should hold
+        while k < len(wanted):
+            block = f.read(_CHUNK)
+            while k < len(wanted) and (wanted[k] <= pos + len(block) or not block):
+                result[wanted[k]] = newlines + block.count(b"\n", 0, max(0, wanted[k] - pos)) + 1
                 k += 1
-            if k == len(wanted):
+            if not block:
                 break
-            pos += len(line)
-            line_no += 1
+            newlines += block.count(b"\n")
+            pos += len(block)
     return result

@@ -3,7 +3,8 @@
 A line is a ``SampleBatch`` (columns at the top level) or a ``MultiAgentBatch``
 (``policy_batches``: one SampleBatch per policy). Each column is a JSON list
 with one entry per step, or a packed string (``pack()``: base64 of an LZ4
-frame of a pickled numpy array), decoded with the numpy-only unpickler. The
+frame of a pickled numpy array), decoded with the numpy-only unpickler within
+the line's :class:`~offlinerl.convert.limits.DecodeBudget`. The
 rows of one (policy, ``eps_id``, ``agent_index``) with consecutive ``t`` form a
 *fragment*; stitching fragments into episodes happens later, after a group-by.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from offlinerl.convert.limits import TOO_LARGE, DecodeBudget, DecodeLimits, ValueTooLargeError
 from offlinerl.convert.packing import PackedDecodeError, RefusedPickleError, unpack
 
 __all__ = ["LineError", "Fragment", "parse_line", "DROPPED_COLUMNS", "SINGLE_AGENT_POLICY"]
@@ -35,7 +37,7 @@ _REQUIRED = ("obs", "new_obs", "actions", "rewards", "eps_id", "t")
 
 
 class LineError(ValueError):
-    """A line that cannot be read; ``reason`` is a short category (``bad_json``, ``refused_pickle`` …)."""
+    """A line that cannot be read; ``reason`` is a short category (``bad_json``, ``refused_pickle``, ``too_large`` …)."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -87,17 +89,17 @@ def _json_column(values: list) -> np.ndarray | list:
     return values
 
 
-def _decode_column(name: str, value: Any) -> np.ndarray | list:
+def _decode_column(name: str, value: Any, budget: DecodeBudget) -> np.ndarray | list:
     if isinstance(value, str):
         try:
-            return unpack(value)
+            return unpack(value, budget)
+        except ValueTooLargeError as exc:
+            raise LineError(TOO_LARGE, f"column {name!r}: {exc}") from exc
         except RefusedPickleError as exc:
             raise LineError("refused_pickle", f"column {name!r}: {exc}") from exc
         except PackedDecodeError as exc:
             reason = "bad_base64" if "base64" in str(exc) else "bad_packed_value"
             raise LineError(reason, f"column {name!r}: {exc}") from exc
-        except UnicodeEncodeError as exc:
-            raise LineError("bad_base64", f"column {name!r}: packed text is not ASCII: {exc}") from exc
     if isinstance(value, list):
         return _json_column(value)
     raise LineError("bad_column", f"column {name!r}: expected a list or a packed string, got {type(value).__name__}")
@@ -155,7 +157,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f" and b.dtype.kind == "f"))
 
 
-def _policy_fragments(policy: str | None, raw: dict[str, Any]) -> list[Fragment]:
+def _policy_fragments(policy: str | None, raw: dict[str, Any], budget: DecodeBudget) -> list[Fragment]:
     if not isinstance(raw, dict):
         raise LineError("bad_record", f"policy batch {policy!r} is not a JSON object")
     missing = [c for c in _REQUIRED if c not in raw]
@@ -165,7 +167,7 @@ def _policy_fragments(policy: str | None, raw: dict[str, Any]) -> list[Fragment]
     for k, v in raw.items():
         if k in _NOT_COLUMNS or k.startswith("state_in_"):  # state_in_*: one entry per sequence, not per step
             continue
-        cols[k] = list(v) if k == "eps_id" and isinstance(v, list) else _decode_column(k, v)
+        cols[k] = list(v) if k == "eps_id" and isinstance(v, list) else _decode_column(k, v, budget)
     eps = _eps_ids(cols["eps_id"])
     n = len(eps)
     lengths = {k: len(v) for k, v in cols.items()}
@@ -207,13 +209,18 @@ def _policy_fragments(policy: str | None, raw: dict[str, Any]) -> list[Fragment]
     return fragments
 
 
-def parse_line(text: str | bytes) -> list[Fragment]:
-    """Parse one line into fragments; raises :class:`LineError` when the line cannot be read."""
+def parse_line(text: str | bytes, limits: DecodeLimits | None = None) -> list[Fragment]:
+    """Parse one line into fragments; raises :class:`LineError` when the line cannot be read.
+
+    Packed values are decoded within ``limits`` (default :class:`DecodeLimits`): a value over
+    a cap makes the line unreadable with reason ``too_large``.
+    """
+    budget = (limits or DecodeLimits()).budget(len(text))
     try:
         record = json.loads(text)  # ints stay exact Python ints; NaN/Infinity tokens are accepted
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise LineError("bad_json", f"not valid JSON: {exc}") from exc
     fragments = []
     for policy, raw in _batches(record):
-        fragments.extend(_policy_fragments(policy, raw))
+        fragments.extend(_policy_fragments(policy, raw, budget))
     return fragments

@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from offlinerl.convert.limits import TOO_LARGE, DecodeLimits
 from offlinerl.convert.payload import decode_columns, encode_columns
-from offlinerl.convert.samplebatch_files import FileRange, iter_range_lines
+from offlinerl.convert.samplebatch_files import FileRange, LongLine, iter_range_lines
 from offlinerl.convert.samplebatch_layout import describe
 from offlinerl.convert.samplebatch_lines import LineError, parse_line
 from offlinerl.convert.stitch import Piece, Stitched, stitch
@@ -66,20 +67,31 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def read_ranges(batch: pa.Table) -> Iterator[pa.Table]:
-    """Stage 1 (``map_batches`` generator, one :class:`FileRange` per input row)."""
+def read_ranges(batch: pa.Table, limits: DecodeLimits | None = None) -> Iterator[pa.Table]:
+    """Stage 1 (``map_batches`` generator, one :class:`FileRange` per input row).
+
+    Lines and packed values are read within ``limits``: a line longer than ``max_value_bytes`` is
+    quarantined (``too_large``, with its first bytes) without ever being held whole.
+    """
+    limits = limits or DecodeLimits()
     for r in batch.to_pylist():
         rng = FileRange(**r)
         aux_key = f"\x00aux/{rng.file_index}/{rng.start}"
         rows: list[tuple] = []
         size = lines = legacy = 0
         dropped: set[str] = set()
-        for offset, raw in iter_range_lines(rng):
-            if not raw.strip():
+        for offset, raw in iter_range_lines(rng, limits.max_value_bytes):
+            if isinstance(raw, LongLine):
+                raw, error = raw.head + b"...", limits.value_error("the line", raw.length)
+            elif not raw.strip():
                 continue
+            else:
+                error = None
             lines += 1
             try:
-                fragments = parse_line(raw)
+                if error is not None:
+                    raise LineError(TOO_LARGE, str(error))
+                fragments = parse_line(raw, limits)
                 new_rows = [
                     (fragment_key(f.policy, f.eps_id, f.agent_index), "fragment", rng.file_index, offset, f.t_first,
                      encode_columns(f.columns),
