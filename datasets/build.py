@@ -315,11 +315,14 @@ def build(
         },
         "observations": "stored as float32",
     }
-    with atomic_directory(target, overwrite=overwrite) as tmp:
-        write_dataset(
-            episodes, tmp, observation_space=_obs_space(env), action_space=env.action_space,
-            env_id=recipe.env_id, env_spec=json.loads(env.spec.to_json()), provenance=provenance, overwrite=True,
+    with atomic_directory(target, overwrite=overwrite, kind="dataset") as tmp:
+        write_dataset(  # into a fresh directory inside the temporary one, then moved up beside the card
+            episodes, tmp / "data", observation_space=_obs_space(env), action_space=env.action_space,
+            env_id=recipe.env_id, env_spec=json.loads(env.spec.to_json()), provenance=provenance,
         )
+        for f in (tmp / "data").iterdir():
+            f.rename(tmp / f.name)
+        (tmp / "data").rmdir()
         (tmp / CARD_FILE).write_text(json.dumps(card, indent=2, allow_nan=False) + "\n")
         (tmp / "README.md").write_text(render_readme(recipe, card, command))
     env.close()
