@@ -1,7 +1,7 @@
-"""Learning quality of CQL / IQL pipelines against BC on the same data, without Ray.
+"""Learning quality of CQL / IQL / TD3+BC pipelines against BC on the same data, without Ray.
 
 Runs the pipeline's algorithm and config through the Ray-free reference loops of
-``examples/reference_{cql,iql}.py`` (tested to compute the same losses and updates as
+``examples/reference_{cql,iql,td3bc}.py`` (tested to compute the same losses and updates as
 the Ray path, bit for bit) so many seeds can run side by side on one machine, on CPU or
 GPU. ``--algorithm bc`` runs BC with the pipeline's model, batch, normalisation and
 update budget instead (the pipeline's lr, else 1e-3); run on a BC pipeline it is that pipeline.
@@ -91,7 +91,7 @@ def run(pipeline_path: str, algorithm: str | None, seed: int, overrides: list[st
         module_cls = get_algorithm(name).module_cls
         module = module_cls(info.observation_space, info.action_space, cfg.module_config()).to(device)
         optimizers = ref.make_optimizers(module, cfg)
-        if name == "cql":
+        if name in ("cql", "td3bc"):  # their updates depend on the update index
             step_fn = lambda batch, i: ref.update(module, optimizers, batch, cfg, i)  # noqa: E731
         else:
             step_fn = lambda batch, i: ref.update(module, optimizers, batch, cfg)  # noqa: E731
@@ -151,7 +151,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train + evaluate one pipeline (or BC on its data) for one seed")
     r.add_argument("pipeline")
-    r.add_argument("--algorithm", choices=["bc", "cql", "iql"], help="default: the pipeline's")
+    r.add_argument("--algorithm", choices=["bc", "cql", "iql", "td3bc"], help="default: the pipeline's")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. --set cql_weight=1.0")

@@ -17,6 +17,7 @@ KNOWN_PACKAGES = {
     "marwil": "offlinerl.algorithms.marwil",
     "cql": "offlinerl.algorithms.cql",
     "iql": "offlinerl.algorithms.iql",
+    "td3bc": "offlinerl.algorithms.td3bc",
 }
 
 _REGISTRY: dict[str, "AlgorithmSpec"] = {}

@@ -1,0 +1,49 @@
+"""``TD3BCLearner``: "critic" every update; "actor" and the Polyak targets every policy_freq-th.
+
+Update ``t`` (0-based, ``self.timestep`` before it runs) steps the actor when
+``(t + 1) % policy_freq == 0`` - the 2nd, 4th, ... update, as in the paper's code. On the
+other updates the actor loss is not handed to the Learner, so the actor's optimizer does
+not step at all (an Adam step on a zero gradient would still move the weights through its
+momentum). ``Learner.run_updates`` needs every update to report the same metric names, so
+there the actor's loss and metrics are evaluated without gradient and reported as metrics.
+The smoothing noise comes from torch's global generator, which checkpoints save.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from offlinerl.algorithms.td3bc.losses import actor_loss, critic_loss
+from offlinerl.core import columns as C
+from offlinerl.core.learner import Learner
+from offlinerl.core.loss import LossOut
+from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, require_api
+
+__all__ = ["TD3BCLearner"]
+
+
+class TD3BCLearner(Learner):
+    def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
+        require_api(module, TargetNetworkAPI, "TD3+BC")
+        return {"actor": torch.optim.Adam(module.policy_parameters(), lr=self.config.actor_lr),
+                "critic": torch.optim.Adam(module.critic_parameters(), lr=self.config.critic_lr)}
+
+    def updates_actor(self, index: int) -> bool:
+        """Whether update ``index`` (0-based) steps the actor and the targets."""
+        return (index + 1) % self.config.policy_freq == 0
+
+    def compute_loss_for_module(self, module_id: str, module: RLModule, batch, fwd_out) -> LossOut:
+        noise = torch.randn_like(batch[C.ACTIONS])  # [B,A] standard normal; scaled and clipped in the loss
+        critic = critic_loss(batch, module, self.config, noise)
+        if self.updates_actor(self.timestep):
+            actor = actor_loss(batch, module, self.config)
+            return LossOut(losses={**critic.losses, **actor.losses}, metrics={**critic.metrics, **actor.metrics})
+        with torch.no_grad():
+            actor = actor_loss(batch, module, self.config)
+        return LossOut(losses=critic.losses,
+                       metrics={**critic.metrics, **actor.metrics, "losses/actor": actor.losses["actor"]})
+
+    def after_gradient_based_update(self, timestep: int) -> None:
+        if self.updates_actor(timestep - 1):  # ``timestep`` counts the update just made
+            for _, module in self.module.items():
+                module.sync_target_networks(self.config.tau)
