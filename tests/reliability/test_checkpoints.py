@@ -261,3 +261,40 @@ def test_checkpoints_written_before_format_2_still_load(name, env, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["env"] == env
     assert result["eval/return_mean"] == pytest.approx(expected["eval/return_mean"], rel=1e-9)
+
+
+def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next_writer_cleans_up(good, tmp_path):
+    """A writer killed while torch.save is still writing: the target keeps the previous checkpoint, and the
+    next write of that checkpoint removes the dead writer's temporary directory."""
+    import signal
+    import subprocess
+    import time
+
+    target = Path(shutil.copytree(good, tmp_path / "ckpt"))
+    before = (target / "learner_group.pt").read_bytes()
+    script = (
+        "import sys, torch\n"
+        "from offlinerl.algorithms.checkpoint import write_checkpoint\n"
+        "big = {'learners': [{'learner': {'module': {'w': torch.zeros(100_000_000)}}}]}\n"
+        "write_checkpoint(sys.argv[1], big, {}, overwrite=True)\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", script, str(target)], cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo)}, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not any((p / "learner_group.pt").exists() for p in tmp_path.glob(".ckpt.tmp-*")):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.time() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (target / "learner_group.pt").read_bytes() == before  # the old checkpoint, whole
+    assert list(tmp_path.glob(".ckpt.tmp-*")), "the kill should have left the writer's temporary directory"
+    load_checkpoint(target).build_module()
+
+    from offlinerl.algorithms.checkpoint import write_checkpoint
+
+    ckpt = load_checkpoint(target)
+    write_checkpoint(target, ckpt.state, {k: v for k, v in ckpt.meta.items() if k != "files"}, overwrite=True)
+    assert not list(tmp_path.glob(".ckpt.*")), "the next writer removes the dead writer's temporary directory"
+    load_checkpoint(target).build_module()
