@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
+import inspect
 import json
 import math
 import statistics
@@ -91,7 +92,7 @@ def run(pipeline_path: str, algorithm: str | None, seed: int, overrides: list[st
         module_cls = get_algorithm(name).module_cls
         module = module_cls(info.observation_space, info.action_space, cfg.module_config()).to(device)
         optimizers = ref.make_optimizers(module, cfg)
-        if name in ("cql", "td3bc"):  # their updates depend on the update index
+        if len(inspect.signature(ref.update).parameters) > 4:  # the update depends on its index (CQL, TD3+BC)
             step_fn = lambda batch, i: ref.update(module, optimizers, batch, cfg, i)  # noqa: E731
         else:
             step_fn = lambda batch, i: ref.update(module, optimizers, batch, cfg)  # noqa: E731
@@ -151,7 +152,8 @@ def main() -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train + evaluate one pipeline (or BC on its data) for one seed")
     r.add_argument("pipeline")
-    r.add_argument("--algorithm", choices=["bc", "cql", "iql", "td3bc"], help="default: the pipeline's")
+    references = sorted(p.stem.removeprefix("reference_") for p in (ROOT / "examples").glob("reference_*.py"))
+    r.add_argument("--algorithm", choices=references, help="default: the pipeline's (any with an examples/reference_*.py)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. --set cql_weight=1.0")

@@ -1,1 +1,1 @@
-"""Algorithms: ``Algorithm`` + ``AlgorithmConfig`` and one folder per algorithm (bc, marwil, cql, iql)."""
+"""Algorithms: ``Algorithm`` + ``AlgorithmConfig`` and one folder per algorithm (bc, marwil, cql, iql, td3bc)."""

@@ -64,7 +64,7 @@ class Pipeline:
     """One reproducible training job."""
 
     algorithm: str
-    """Registered algorithm name: bc, marwil, cql, iql."""
+    """Registered algorithm name (``offlinerl.algorithms.registry``): bc, marwil, cql, iql, td3bc, ..."""
     dataset: str
     """Episode dataset directory (relative paths: to the working directory, else to the pipeline file)."""
     config: dict[str, Any] = field(default_factory=dict)
