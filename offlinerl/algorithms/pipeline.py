@@ -200,7 +200,13 @@ def run_pipeline(
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)
         resolved = {**to_dict(pipeline), "config": config.to_dict()}
         (run / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-        algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
+        try:
+            algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
+        except BaseException:  # e.g. a wrong evaluation env: leave no run directory that cannot be resumed
+            (run / "config.yaml").unlink()
+            if not any(run.iterdir()):
+                run.rmdir()
+            raise
     else:
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
