@@ -34,5 +34,7 @@ class ActionsToEnv(ConnectorV2):
             a = a.reshape((len(a), *space.shape)).astype(space.dtype)
             if self.clip:
                 a = np.clip(a, space.low, space.high)
+        else:
+            a = a.astype(space.dtype)
         batch[C.ACTIONS] = a
         return batch

@@ -25,7 +25,7 @@ from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, OBS, WEIGHTS
 from offlinerl.episodes.arrow import batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
-from offlinerl.env.connectors import FlattenObservations, ToEnvActions
+from offlinerl.connectors import ActionsToEnv, ConnectorPipeline, FlattenObservations
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix
 from offlinerl.env.recorder import EpisodeRecorder
 
@@ -52,7 +52,8 @@ class _RandomPolicyFactory:
 
 
 def _default_connectors(observation_space: gym.Space, action_space: gym.Space) -> tuple[Callable, Callable]:
-    return FlattenObservations(observation_space), ToEnvActions(action_space)
+    """The learner side's own connectors: flatten observations; actions to the env's dtype (Box clipped)."""
+    return ConnectorPipeline([FlattenObservations(observation_space)]), ActionsToEnv(action_space)
 
 
 class EnvRunner:
