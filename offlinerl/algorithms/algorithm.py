@@ -189,11 +189,11 @@ class Algorithm:
         return write_checkpoint(path, self.learner_group.get_state(), self.metadata(), overwrite=overwrite)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, *, dataset: str | Path | None = None,
+    def from_checkpoint(cls, path: str | Path | Checkpoint, *, dataset: str | Path | None = None,
                         overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> "Algorithm":
-        """Rebuild the job from a checkpoint and restore every piece of its state."""
+        """Rebuild the job from a checkpoint (a path or a loaded ``Checkpoint``) and restore every piece of its state."""
         ckpt = load_checkpoint(path)
-        ckpt.build_module(inference_only=False)  # a bad tensors file fails here, before any setup
+        ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
         config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, **kwargs)
@@ -201,8 +201,9 @@ class Algorithm:
         return algo
 
     def restore(self, checkpoint: str | Path | Checkpoint) -> None:
-        ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-        ckpt.build_module(inference_only=False)  # shapes and finiteness, with a clear message, before the learners
+        ckpt = load_checkpoint(checkpoint)
+        ckpt.trained_module  # noqa: B018 - shapes and finiteness, with a clear message, before the learners
+        ckpt.env_to_module()  # checks the connector state (e.g. normaliser statistics) before the data uses it
         self.offline_data.set_connector_state(ckpt.connector_state)
         self.env_to_module = self.offline_data.env_to_module_pipeline()
         self.learner_group.set_state(ckpt.state)

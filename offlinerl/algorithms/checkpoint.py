@@ -232,6 +232,11 @@ class Checkpoint:
         """The trained module's weights (every learner holds the same; learner 0's are returned)."""
         return self.state["learners"][0]["learner"]["module"]
 
+    @cached_property
+    def trained_module(self) -> Any:
+        """The full module (critics and targets too) with this checkpoint's weights, built and checked once."""
+        return self.build_module(inference_only=False)
+
     def module_spec(self) -> Any:
         from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 
@@ -279,11 +284,16 @@ class Checkpoint:
         return ConnectorPipeline(parts)
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read and check a checkpoint's metadata and classes; its tensors load on first use (``.state``)."""
+def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
+    """Read and check a checkpoint's metadata and classes; its tensors load on first use (``.state``).
+
+    A ``Checkpoint`` already loaded is returned as it is, so callers can pass either.
+    """
     from offlinerl.algorithms.config_io import ConfigError
     from offlinerl.algorithms.registry import get_algorithm
 
+    if isinstance(path, Checkpoint):
+        return path
     path = Path(path)
     meta = _read_metadata(path)
     file = path / METADATA_FILE

@@ -298,3 +298,14 @@ def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next
     write_checkpoint(target, ckpt.state, {k: v for k, v in ckpt.meta.items() if k != "files"}, overwrite=True)
     assert not list(tmp_path.glob(".ckpt.*")), "the next writer removes the dead writer's temporary directory"
     load_checkpoint(target).build_module()
+
+
+def test_resume_checks_the_connector_state_before_the_data_uses_it(ckpt, dataset):
+    from offlinerl.algorithms.checkpoint import CheckpointError
+
+    meta = _meta(ckpt)
+    meta["config"]["normalize_observations"] = True
+    meta["connector_state"] = {"NormalizeObservations": {"count": 3, "mean": [0.0], "var": [1.0]}}
+    (ckpt / "algorithm.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="NormalizeObservations.mean must be 4 finite numbers"):
+        Algorithm.from_checkpoint(ckpt, dataset=dataset)

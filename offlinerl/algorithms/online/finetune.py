@@ -78,7 +78,7 @@ def _load_algorithm(pipeline: FinetunePipeline, validate_data: bool) -> tuple[Al
     meta = ckpt.meta
     target = pipeline.online.algorithm or meta["algorithm"]
     if target == meta["algorithm"]:
-        return Algorithm.from_checkpoint(pipeline.checkpoint, dataset=pipeline.dataset, overrides=pipeline.config,
+        return Algorithm.from_checkpoint(ckpt, dataset=pipeline.dataset, overrides=pipeline.config,
                                          validate_data=validate_data), meta
     # Another algorithm: carry over the config fields both share, the policy weights and the connector state.
     spec = get_algorithm(target)
@@ -88,7 +88,7 @@ def _load_algorithm(pipeline: FinetunePipeline, validate_data: bool) -> tuple[Al
     algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"],
                      validate_data=validate_data)
     learner = algo.learner_group.local_learner
-    weights = ckpt.build_module(inference_only=False).state_dict()  # checked: shapes, finite values
+    weights = ckpt.trained_module.state_dict()  # checked: shapes, finite values
     unexpected = sorted(set(weights) - set(learner.module.state_dict()))
     learner.module.load_state_dict(weights, strict=False)
     if unexpected:
