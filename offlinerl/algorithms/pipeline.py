@@ -226,6 +226,7 @@ def run_pipeline(
     first_update_s = None
     train_s = sum(float(h.get("perf/iteration_s") or 0.0) for h in metrics.history)
     ckpt = None
+    last_good = resume_from  # the newest checkpoint on disk, named if a loss turns non-finite
     try:
         while not (resume_from is not None and _should_stop(stop, algo, metrics.history[-1] if metrics.history else {}, train_s)):
             updates_before = algo.num_updates
@@ -246,9 +247,9 @@ def run_pipeline(
                 if algo.last_eval:
                     post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
                 bar.set_postfix(post)
-            check_losses(m, updates_before=updates_before, last_checkpoint=latest_checkpoint(run))
+            check_losses(m, updates_before=updates_before, last_checkpoint=last_good)
             if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
-                algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
+                last_good = algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
                 if pipeline.checkpoint_keep:
                     prune_checkpoints(run, pipeline.checkpoint_keep)
             if _should_stop(stop, algo, m, train_s):
