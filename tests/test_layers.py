@@ -1,0 +1,54 @@
+"""The import graph runs one way (``DESIGN.md``): cli → algorithms → data / env → connectors → core →
+episodes, with convert → episodes beside them. Every ``offlinerl.*`` import, at the top of a module or
+inside a function, is checked: a package may import only packages of a lower layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
+
+#: Higher imports lower, never the reverse; equal layers do not import each other.
+LAYERS: dict[str, int] = {
+    "ray_utils": 0, "ops": 0, "scoring": 0,
+    "episodes": 1,
+    "core": 2,
+    "connectors": 3,
+    "data": 4, "env": 4, "convert": 4,
+    "algorithms": 5,
+    "cli": 6,
+    "__main__": 7,
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+    return [(line, name) for line, name in found if name.startswith("offlinerl.")]
+
+
+def test_every_package_has_a_layer():
+    top = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+           if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.name != "__init__.py"}
+    assert top == set(LAYERS), f"give new packages a layer here and in DESIGN.md: {sorted(top ^ set(LAYERS))}"
+
+
+def test_imports_only_point_down():
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts == ("__init__.py",):
+            continue
+        source = rel.parts[0].removesuffix(".py")
+        for line, name in _imports(path):
+            target = name.split(".")[1]
+            if target != source and LAYERS[target] >= LAYERS[source]:
+                wrong.append(f"offlinerl/{rel}:{line} imports {name} ({source} is layer {LAYERS[source]}, "
+                             f"{target} is layer {LAYERS[target]})")
+    assert not wrong, "imports that run up or sideways:\n" + "\n".join(wrong)
