@@ -72,6 +72,8 @@ class ComputeReturnsToGo(ConnectorV2):
     A long episode stored as several chunks gets returns within each chunk.
     """
 
+    needs_complete_episodes = True
+
     def __init__(self, gamma: float) -> None:
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {gamma}")
