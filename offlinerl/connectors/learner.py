@@ -1,10 +1,10 @@
 """Learner connectors: episode rows (``EpisodeColumns``) -> a transition batch.
 
-Each reads ``episodes`` and adds columns to ``batch``; a pipeline is an explicit
-list built per algorithm, e.g.
-``[AddTransitions(), AddNextObservations(), ComputeReturnsToGo(0.99),
-FlattenObservations(space), NormalizeObservations()]``.
-All work is vectorised over every step of every row.
+Each reads ``episodes`` and adds columns to ``batch``. An algorithm config lists
+the ones it needs (``learner_connectors``, e.g. ``[AddTransitions(),
+ComputeReturnsToGo(0.99)]``); ``pipelines.learner_pipeline`` appends the
+observation connectors (flatten, normalise). All work is vectorised over every
+step of every row.
 """
 
 from __future__ import annotations
