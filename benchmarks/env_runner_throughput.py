@@ -19,7 +19,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
-from offlinerl.connectors import ActionsToEnv, ConnectorPipeline, FlattenObservations
+from offlinerl.connectors import env_to_module_pipeline, module_to_env_pipeline
 from offlinerl.core.default_module import DefaultRLModule
 from offlinerl.env import EnvRunner, EnvRunnerConfig
 from offlinerl.env.module_policy import PipelineConnectors
@@ -44,8 +44,8 @@ def runner_rate(env_id: str, num_envs: int, mode: str, module: bool, steps: int)
         obs_space, act_space = probe.observation_space, probe.action_space
         kwargs = {
             "policy_factory": lambda o, a: DefaultRLModule(o, a, {"hidden": [256, 256]}, inference_only=True),
-            "connectors_factory": PipelineConnectors(ConnectorPipeline([FlattenObservations(obs_space)]),
-                                                     ActionsToEnv(act_space)),
+            "connectors_factory": PipelineConnectors(env_to_module_pipeline(obs_space),
+                                                     module_to_env_pipeline(act_space)),
         }
     runner = EnvRunner(config, **kwargs)
     runner.sample(num_timesteps=num_envs * 10)  # warm-up

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
-from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, FlattenObservations
+from offlinerl.connectors import EpisodeColumns, env_to_module_pipeline, learner_pipeline, observation_connectors
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import DefaultRLModule
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
@@ -28,8 +28,7 @@ def load_transitions(dataset: str | Path, config: BCConfig) -> dict[str, torch.T
     """Episodes -> the BC learner pipeline -> tensors (no observation normalisation here)."""
     info = read_info(dataset)
     episodes = EpisodeColumns.from_episodes(load_episodes(dataset, reassemble=False))
-    pipeline = ConnectorPipeline([*config.learner_connectors(info.observation_space, info.action_space),
-                                  FlattenObservations(info.observation_space)])
+    pipeline = learner_pipeline(observation_connectors(info.observation_space, normalize=False), info.action_space, config)
     return {k: torch.as_tensor(np.ascontiguousarray(v)) for k, v in pipeline({}, episodes).items()}
 
 
@@ -58,7 +57,7 @@ def train(dataset: str | Path, config: BCConfig, updates: int):
 def main(updates: int = 2000, dataset: str | Path = REPO / "datasets" / "cartpole-mixed", episodes: int = 10) -> dict:
     config = BCConfig()
     module, losses = train(dataset, config, updates)
-    env_to_module = ConnectorPipeline([FlattenObservations(read_info(dataset).observation_space)])
+    env_to_module = env_to_module_pipeline(read_info(dataset).observation_space)
     result = evaluate_module(module, read_info(dataset).env_id, env_to_module, episodes=episodes)
     return {"final_loss": losses[-1], **result}
 

@@ -194,6 +194,7 @@ class Algorithm:
         """Rebuild the job from a checkpoint (a path or a loaded ``Checkpoint``) and restore every piece of its state."""
         ckpt = load_checkpoint(path)
         ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
+        ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
         config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, **kwargs)

@@ -145,10 +145,11 @@ class AlgorithmConfig:
         return self.model.to_module_config()
 
     def learner_connectors(self, observation_space: "gym.Space", action_space: "gym.Space") -> list["ConnectorV2"]:
-        """Episode rows -> train batch, before observation flattening/normalisation (added by OfflineData)."""
-        from offlinerl.connectors import AddNextObservations, AddTransitions
+        """Episode rows -> train batch, before observation flattening/normalisation (added by
+        ``connectors.learner_pipeline``). Default: transitions and next observations."""
+        from offlinerl.connectors import transition_connectors
 
-        return [AddTransitions(), AddNextObservations()]
+        return transition_connectors()
 
     # -- loading and saving --------------------------------------------------------------------
     @classmethod

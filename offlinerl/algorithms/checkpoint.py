@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import pickle
 import zipfile
 from dataclasses import dataclass
@@ -264,24 +263,14 @@ class Checkpoint:
         return module
 
     def env_to_module(self) -> Any:
-        """Observation preprocessing as the job trained with (flatten, then normalise if it did)."""
-        from offlinerl.connectors import ConnectorPipeline, FlattenObservations, NormalizeObservations
-        from offlinerl.episodes.spaces import flat_size
+        """Observation preprocessing as the job trained with, restored from the saved connector state."""
+        from offlinerl.connectors import ConnectorStateError, env_to_module_pipeline
 
-        parts: list[Any] = [FlattenObservations(self.observation_space)]
-        if getattr(self.config, "normalize_observations", False):
-            stats = self.connector_state.get("NormalizeObservations") or {}
-            dim = flat_size(self.observation_space)
-            for key in ("mean", "var"):
-                values = stats.get(key)
-                if not (isinstance(values, list) and len(values) == dim and all(
-                        isinstance(v, (int, float)) and math.isfinite(v) for v in values)):
-                    raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.NormalizeObservations.{key} "
-                                          f"must be {dim} finite numbers")
-            norm = NormalizeObservations()
-            norm.set_state(stats)
-            parts.append(norm)
-        return ConnectorPipeline(parts)
+        try:
+            return env_to_module_pipeline(self.observation_space, self.config.normalize_observations,
+                                          self.connector_state)
+        except ConnectorStateError as exc:
+            raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.{exc}") from None
 
 
 def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:

@@ -4,13 +4,19 @@
   ``AddNextObservations``, ``ComputeReturnsToGo``, ``AddExtraColumns``;
 - both sides (same class, same state): ``FlattenObservations``, ``NormalizeObservations``;
 - module to env: ``ActionsToEnv``.
+
+Pipelines are assembled in one place, ``connectors/pipelines.py``:
+``learner_pipeline``, ``env_to_module_pipeline``, ``module_to_env_pipeline``
+(and the shared ``ObservationConnectors`` holding a job's fitted state).
 """
 
 from offlinerl.connectors.common import FlattenObservations, NormalizeObservations, RunningMeanStd
-from offlinerl.connectors.connector import ConnectorPipeline, ConnectorV2
+from offlinerl.connectors.connector import ConnectorPipeline, ConnectorStateError, ConnectorV2
 from offlinerl.connectors.episode_columns import EpisodeColumns
 from offlinerl.connectors.learner import AddExtraColumns, AddNextObservations, AddTransitions, ComputeReturnsToGo
 from offlinerl.connectors.module_to_env import ActionsToEnv
+from offlinerl.connectors.pipelines import (ObservationConnectors, env_to_module_pipeline, learner_pipeline,
+                                            module_to_env_pipeline, observation_connectors, transition_connectors)
 
 __all__ = [
     "ActionsToEnv",
@@ -19,9 +25,16 @@ __all__ = [
     "AddTransitions",
     "ComputeReturnsToGo",
     "ConnectorPipeline",
+    "ConnectorStateError",
     "ConnectorV2",
     "EpisodeColumns",
     "FlattenObservations",
     "NormalizeObservations",
+    "ObservationConnectors",
     "RunningMeanStd",
+    "env_to_module_pipeline",
+    "learner_pipeline",
+    "module_to_env_pipeline",
+    "observation_connectors",
+    "transition_connectors",
 ]

@@ -3,12 +3,13 @@ same state preprocess dataset observations and live env observations."""
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.connectors.connector import Batch, ConnectorV2
+from offlinerl.connectors.connector import Batch, ConnectorStateError, ConnectorV2
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flatten_batch
 
@@ -72,15 +73,21 @@ class NormalizeObservations(ConnectorV2):
     Statistics are fitted on the dataset once (``fit``) before training and then
     frozen; env-to-module pipelines get the same state via ``set_state``, and
     checkpoints carry it. With ``update=True`` every call also updates them
-    (online use).
+    (online use). ``dim`` (the flattened width, if known) lets ``set_state``
+    refuse statistics of another size.
     """
 
     def __init__(self, clip: float = 10.0, eps: float = 1e-8, update: bool = False,
-                 keys: Sequence[str] = (C.OBS, C.NEXT_OBS)) -> None:
+                 keys: Sequence[str] = (C.OBS, C.NEXT_OBS), dim: int | None = None) -> None:
         self.stats = RunningMeanStd()
         self.clip, self.eps, self.update = clip, eps, update
         self.keys = tuple(keys)
+        self.dim = dim
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def fitted(self) -> bool:
+        return self.stats.mean is not None and self.stats.var is not None
 
     def fit(self, x: np.ndarray) -> None:
         """Add ``[N, D]`` flattened observations to the statistics."""
@@ -113,5 +120,21 @@ class NormalizeObservations(ConnectorV2):
         return self.stats.get_state()
 
     def set_state(self, state: Mapping[str, Any]) -> None:
+        """``{"count": n, "mean": [...], "var": [...]}`` (``{"count": 0}``: not fitted yet); mean and var
+        must come together, as ``dim`` finite numbers each, or ``ConnectorStateError`` names the bad one."""
+        if not isinstance(state, Mapping):
+            raise ConnectorStateError(f"{self.name} must be an object with count, mean and var")
+        if "mean" in state or "var" in state:
+            for key in ("mean", "var"):
+                self._check(key, state.get(key))
         self.stats.set_state(state)
         self._cache = None
+
+    def _check(self, key: str, values: Any) -> None:
+        if isinstance(values, np.ndarray):
+            values = values.tolist()
+        ok = isinstance(values, (list, tuple)) and (self.dim is None or len(values) == self.dim) and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+        if not ok:
+            size = self.dim if self.dim is not None else "a list of"
+            raise ConnectorStateError(f"{self.name}.{key} must be {size} finite numbers")

@@ -14,13 +14,22 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["ConnectorV2", "ConnectorPipeline"]
+__all__ = ["ConnectorV2", "ConnectorPipeline", "ConnectorStateError"]
 
 Batch = dict[str, Any]
 
 
+class ConnectorStateError(ValueError):
+    """A state a connector cannot take (missing, wrong size, not finite); the message starts with
+    ``<connector name>.<key>`` so a caller can say where the state came from."""
+
+
 class ConnectorV2:
     """Base class; stateless connectors only implement ``__call__``."""
+
+    needs_complete_episodes: bool = False
+    """True where a step's output depends on later steps of its episode (e.g. returns-to-go): online
+    experience must then reach the connector as whole episodes, not chunks."""
 
     @property
     def name(self) -> str:
@@ -55,6 +64,10 @@ class ConnectorPipeline(ConnectorV2):
         for connector in self.connectors:
             batch = connector(batch, episodes, state)
         return batch
+
+    @property
+    def needs_complete_episodes(self) -> bool:  # type: ignore[override]
+        return any(c.needs_complete_episodes for c in self.connectors)
 
     def find(self, cls: type) -> list[ConnectorV2]:
         """Connectors of a given class (e.g. to share ``NormalizeObservations`` state)."""

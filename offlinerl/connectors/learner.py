@@ -1,10 +1,10 @@
 """Learner connectors: episode rows (``EpisodeColumns``) -> a transition batch.
 
-Each reads ``episodes`` and adds columns to ``batch``; a pipeline is an explicit
-list built per algorithm, e.g.
-``[AddTransitions(), AddNextObservations(), ComputeReturnsToGo(0.99),
-FlattenObservations(space), NormalizeObservations()]``.
-All work is vectorised over every step of every row.
+Each reads ``episodes`` and adds columns to ``batch``. An algorithm config lists
+the ones it needs (``learner_connectors``, e.g. ``[AddTransitions(),
+ComputeReturnsToGo(0.99)]``); ``pipelines.learner_pipeline`` appends the
+observation connectors (flatten, normalise). All work is vectorised over every
+step of every row.
 """
 
 from __future__ import annotations
@@ -71,6 +71,8 @@ class ComputeReturnsToGo(ConnectorV2):
 
     A long episode stored as several chunks gets returns within each chunk.
     """
+
+    needs_complete_episodes = True
 
     def __init__(self, gamma: float) -> None:
         if not 0.0 <= gamma <= 1.0:

@@ -23,7 +23,8 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, FlattenObservations, NormalizeObservations
+from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
+                                  observation_connectors)
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
 from offlinerl.data.errors import reading
@@ -72,9 +73,10 @@ class OfflineData:
         self.observation_space = self.info.observation_space
         self.action_space = self.info.action_space
         self.extra_columns = tuple(extra_columns)
-        self.connectors = list(config.learner_connectors(self.observation_space, self.action_space))
-        self.flatten = FlattenObservations(self.observation_space)
-        self.normalizer = NormalizeObservations() if config.normalize_observations else None
+        # The job's observation connectors (and fitted statistics), shared by the learner pipeline and
+        # copied into every env-to-module pipeline; building the learner pipeline checks the config early.
+        self.observations = observation_connectors(self.observation_space, config.normalize_observations)
+        self.learner = learner_pipeline(self.observations, self.action_space, config)
         self.mode = self._choose_mode()
         self.module_ids = self._find_module_ids()
         if len(self.module_ids) > 1 and self.mode != "in_memory":
@@ -99,30 +101,30 @@ class OfflineData:
 
     # -- connectors ------------------------------------------------------------------------------
     def learner_pipeline(self, normalize: bool = True) -> ConnectorPipeline:
-        parts = [*self.connectors, self.flatten]
-        if normalize and self.normalizer is not None:
-            parts.append(self.normalizer)
-        return ConnectorPipeline(parts)
+        """Episode rows -> train batch (``normalize=False``: before the statistics, to fit them)."""
+        if normalize:
+            return self.learner
+        return learner_pipeline(self.observations, self.action_space, self.config, normalize=False)
 
     def env_to_module_pipeline(self) -> ConnectorPipeline:
-        """Flatten + normalise env observations with the learner side's classes and state."""
-        parts: list[Any] = [FlattenObservations(self.observation_space)]
-        if self.normalizer is not None:
-            norm = NormalizeObservations(clip=self.normalizer.clip, eps=self.normalizer.eps)
-            norm.set_state(self.normalizer.get_state())
-            parts.append(norm)
-        return ConnectorPipeline(parts)
+        """Env observations -> module inputs: a copy of the learner side's connectors and fitted state."""
+        return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, self.connector_state())
 
     def connector_state(self) -> dict[str, Any]:
-        return {"NormalizeObservations": self.normalizer.get_state()} if self.normalizer is not None else {}
+        """The fitted state (what checkpoints save): ``get_state()`` of the observation connectors."""
+        return self.observations.get_state()
 
     def set_connector_state(self, state: Mapping[str, Any]) -> None:
-        if self.normalizer is not None and "NormalizeObservations" in state:
-            self.normalizer.set_state(state["NormalizeObservations"])
+        self.observations.set_state(state)
+
+    @property
+    def normalizer(self) -> Any:
+        """The observation statistics' connector (``None`` when the job does not normalise)."""
+        return self.observations.normalize
 
     @property
     def normalizer_fitted(self) -> bool:
-        return self.normalizer is not None and self.normalizer.stats.mean is not None
+        return self.normalizer is not None and self.normalizer.fitted
 
     # -- mode ------------------------------------------------------------------------------------
     def estimated_bytes(self) -> int:

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from offlinerl.connectors import (AddNextObservations, AddTransitions, ConnectorPipeline, EpisodeColumns,
-                                  FlattenObservations, NormalizeObservations)
+from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
+                                  observation_connectors)
 from offlinerl.core import columns as C
 from offlinerl.episodes import parquet_files, read_info
 
@@ -22,10 +22,9 @@ def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.nd
     info = read_info(path)
     table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
     episodes = EpisodeColumns.from_arrow(table, info.observation_space, info.action_space)
-    flatten = FlattenObservations(info.observation_space)
-    arrays = ConnectorPipeline([AddTransitions(), AddNextObservations(), flatten])({}, episodes)
-    if not normalize:
-        return arrays, ConnectorPipeline([flatten])
-    norm = NormalizeObservations()
-    norm.fit(arrays[C.OBS])
-    return norm(arrays), ConnectorPipeline([flatten, norm])
+    observations = observation_connectors(info.observation_space, normalize)
+    arrays = learner_pipeline(observations, info.action_space, normalize=False)({}, episodes)
+    if normalize:
+        observations.normalize.fit(arrays[C.OBS])
+        arrays = observations.normalize(arrays)
+    return arrays, env_to_module_pipeline(info.observation_space, normalize, observations.get_state())

@@ -25,7 +25,7 @@ from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, OBS, WEIGHTS
 from offlinerl.episodes.arrow import batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
-from offlinerl.connectors import ActionsToEnv, ConnectorPipeline, FlattenObservations
+from offlinerl.connectors import env_to_module_pipeline, module_to_env_pipeline
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix
 from offlinerl.env.recorder import EpisodeRecorder
 
@@ -52,8 +52,9 @@ class _RandomPolicyFactory:
 
 
 def _default_connectors(observation_space: gym.Space, action_space: gym.Space) -> tuple[Callable, Callable]:
-    """The learner side's own connectors: flatten observations; actions to the env's dtype (Box clipped)."""
-    return ConnectorPipeline([FlattenObservations(observation_space)]), ActionsToEnv(action_space)
+    """The learner side's own pipelines, without normalisation: flatten observations; actions to the env's
+    dtype (Box clipped)."""
+    return env_to_module_pipeline(observation_space), module_to_env_pipeline(action_space)
 
 
 class EnvRunner:

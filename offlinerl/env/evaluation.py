@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from offlinerl.connectors import ActionsToEnv, ConnectorPipeline
+from offlinerl.connectors import ConnectorPipeline, module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule, RLModule
 from offlinerl.episodes.arrow import batch_concat, batch_map
@@ -47,7 +47,7 @@ def evaluate_module(
     for start in range(0, episodes, max_parallel):
         n = min(max_parallel, episodes - start)
         envs = [gym.make(env_id, **dict(env_kwargs or {})) for _ in range(n)]
-        to_env = ActionsToEnv(envs[0].action_space)
+        to_env = module_to_env_pipeline(envs[0].action_space)
         obs = [env.reset(seed=seed + start + i)[0] for i, env in enumerate(envs)]
         ret = np.zeros(n)
         length = np.zeros(n, dtype=np.int64)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from offlinerl.algorithms.checkpoint import load_checkpoint
-from offlinerl.connectors import ActionsToEnv
+from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.env.env_check import check_env
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
@@ -28,7 +28,7 @@ def checkpoint_policy(path: str | Path, env: str | None = None, env_kwargs: Mapp
     ckpt.build_module(inference_only=True)  # shapes and finiteness checked here, once, with a clear message
     spec = ckpt.module_spec().specs[C.DEFAULT_MODULE_ID]
     weights = module_weights(ckpt.module_state(), C.DEFAULT_MODULE_ID)
-    connectors = PipelineConnectors(ckpt.env_to_module(), ActionsToEnv(ckpt.action_space))
+    connectors = PipelineConnectors(ckpt.env_to_module(), module_to_env_pipeline(ckpt.action_space))
     info = {
         "policy": str(path),
         "algorithm": ckpt.algorithm,

@@ -33,7 +33,7 @@ from offlinerl.algorithms.guards import check_losses, metrics_json
 from offlinerl.algorithms.online.config import FinetunePipeline
 from offlinerl.algorithms.run_dir import new_run_dir
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.connectors import ActionsToEnv, ComputeReturnsToGo, EpisodeColumns
+from offlinerl.connectors import EpisodeColumns, module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.data.replay import MixedBatchSource, ReplayBuffer
 from offlinerl.episodes import SingleAgentEpisode, write_dataset
@@ -114,7 +114,7 @@ class Finetuner:
         if algo.offline_data.mode != "in_memory":
             raise ConfigError("config.data.mode: online fine-tuning mixes in-memory offline data; use in_memory")
         self.learner_pipeline = algo.offline_data.learner_pipeline(normalize=True)
-        self.needs_complete_episodes = any(isinstance(c, ComputeReturnsToGo) for c in algo.offline_data.connectors)
+        self.needs_complete_episodes = self.learner_pipeline.needs_complete_episodes
         offline = algo.offline_data.load_arrays()
         self.spec = MixedSourceSpec(offline, online.replay_capacity, config.train_batch_size, online.online_fraction,
                                     config.seed + 1)
@@ -128,7 +128,7 @@ class Finetuner:
         policy = ModulePolicyFactory(module_spec)
         # Only what acting needs travels to the runners (no critics, no target networks).
         self._acting_keys = set(module_spec.build(inference_only=True).state_dict())
-        connectors = PipelineConnectors(algo.env_to_module, ActionsToEnv(algo.offline_data.action_space))
+        connectors = PipelineConnectors(algo.env_to_module, module_to_env_pipeline(algo.offline_data.action_space))
         self.runners = EnvRunnerGroup(
             EnvRunnerConfig(env=env_id, env_kwargs=env_kwargs, num_envs=online.num_envs, seed=config.seed,
                             explore=online.explore, record_weights_seq_no=True),
