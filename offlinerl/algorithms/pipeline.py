@@ -11,13 +11,13 @@ evaluation env and episodes), the stop conditions and the output directory::
 
 ``run_pipeline`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
 ``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
-``checkpoints/``, ``learning_curve.png`` and ``result.json``.
+``checkpoints/``, ``learning_curve.png`` and ``result.json``. The training loop
+itself is the one job loop, ``offlinerl.algorithms.job.run_job`` (shared with
+``offlinerl finetune``); ``StopConfig`` lives there.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,36 +27,15 @@ import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
-from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, to_finite_json
+from offlinerl.algorithms.guards import NonFiniteLossError
+from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.algorithms.run_dir import MetricsLog, RunDirError, latest_checkpoint, new_run_dir, prune_checkpoints
+from offlinerl.algorithms.run_dir import RunDirError, latest_checkpoint, new_run_dir
 from offlinerl.episodes.validate import require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError"]
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
-
-
-@dataclass(frozen=True, kw_only=True)
-class StopConfig:
-    """When a job stops: the first condition met (at least one must be set)."""
-
-    iterations: int | None = None
-    """Training iterations (each ``updates_per_iteration`` updates)."""
-    updates: int | None = None
-    """Gradient updates (checked after each iteration)."""
-    wall_time_s: float | None = None
-    """Seconds of training (setup excluded)."""
-    eval_return: float | None = None
-    """Stop once an evaluation's mean return reaches this."""
-
-    def __post_init__(self) -> None:
-        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
-            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
-        for name in ("iterations", "updates"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,67 +190,20 @@ def run_pipeline(
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
-    from torch.utils.tensorboard import SummaryWriter
-
-    writer = SummaryWriter(str(run / "tensorboard"))
     stop = pipeline.stop
-    metrics = MetricsLog(run / "metrics.jsonl", resume_at_iteration=algo.iteration if resume_from else None)
     total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=total, initial=algo.num_updates, unit="upd", dynamic_ncols=True,
-                   desc=f"{pipeline.algorithm} {Path(pipeline.dataset).name}")
-    first_update_s = None
-    train_s = sum(float(h.get("perf/iteration_s") or 0.0) for h in metrics.history)
-    ckpt = None
-    last_good = resume_from  # the newest checkpoint on disk, named if a loss turns non-finite
     try:
-        while not (resume_from is not None and _should_stop(stop, algo, metrics.history[-1] if metrics.history else {}, train_s)):
-            updates_before = algo.num_updates
-            m = algo.train()
-            train_s += m["perf/iteration_s"]
-            if first_update_s is None:
-                first_update_s = time.perf_counter() - t_start
-            m["time/total_s"] = time.perf_counter() - t_start
-            metrics.append(m)
-            step = int(m["learner/updates"])
-            for k, v in m.items():
-                if isinstance(v, float) and math.isfinite(v):
-                    writer.add_scalar(k, v, step)
-            if bar is not None:
-                bar.update(config.updates_per_iteration)
-                post = _loss_postfix(m)  # every loss term the algorithm has (discrete CQL: critic only)
-                post["upd/s"] = f"{m['perf/updates_per_s']:.0f}"
-                if algo.last_eval:
-                    post["eval"] = f"{algo.last_eval['eval/return_mean']:.1f}"
-                bar.set_postfix(post)
-            check_losses(m, updates_before=updates_before, last_checkpoint=last_good)
-            if pipeline.checkpoint_interval and algo.iteration % pipeline.checkpoint_interval == 0:
-                last_good = algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
-                if pipeline.checkpoint_keep:
-                    prune_checkpoints(run, pipeline.checkpoint_keep)
-            if _should_stop(stop, algo, m, train_s):
-                break
-        # The trained weights are written before the final evaluation, so a failing env loses nothing.
-        ckpt = algo.save_checkpoint(run / "checkpoints" / "final", overwrite=True)
-        if algo.can_evaluate and "eval/return_mean" not in (metrics.history[-1] if metrics.history else {}):
-            final = algo.evaluate()
-            metrics.append({"iteration": float(algo.iteration), "learner/updates": float(algo.num_updates), **final})
-            algo.save_checkpoint(ckpt, overwrite=True)  # now with the evaluation in algorithm.json
-    except BaseException as exc:
-        if ckpt is None and algo.num_updates and not isinstance(exc, NonFiniteLossError):
-            _save_on_failure(algo, run, exc, log)
-        raise
+        job = run_job(
+            algo, run, stop, t_start=t_start,
+            progress=Progress(desc=f"{pipeline.algorithm} {Path(pipeline.dataset).name}", unit="upd", total=total)
+            if progress else None,
+            checkpoint_interval=pipeline.checkpoint_interval, checkpoint_keep=pipeline.checkpoint_keep,
+            resumed=resume_from is not None, last_good=resume_from,
+            resume_command=f"offlinerl train --resume {run}", log=log,
+        )
     finally:
-        if bar is not None:
-            bar.close()
-        writer.close()
-        metrics.close()
         algo.stop()
-    history = metrics.history
-    _plot(history, run / "learning_curve.png", f"{pipeline.algorithm} on {Path(pipeline.dataset).name}")
+    _plot(job.history, run / "learning_curve.png", f"{pipeline.algorithm} on {Path(pipeline.dataset).name}")
     final_return = algo.last_eval.get("eval/return_mean")
     result = {
         "algorithm": pipeline.algorithm,
@@ -279,46 +211,16 @@ def run_pipeline(
         "env": algo.config.evaluation.env or algo.offline_data.info.env_id,
         "iterations": algo.iteration,
         "updates": algo.num_updates,
-        "updates_per_s": algo.num_updates / train_s if train_s > 0 else None,
-        "train_time_s": train_s,
-        "first_update_s": first_update_s,
+        "updates_per_s": algo.num_updates / job.train_s if job.train_s > 0 else None,
+        "train_time_s": job.train_s,
+        "first_update_s": job.first_update_s,
         "final_eval_return": final_return,
         "final_eval_return_std": algo.last_eval.get("eval/return_std"),
         "best_eval_return": algo.best_eval_return,
         "eval_episodes": int(algo.last_eval.get("eval/episodes", 0)),
-        "checkpoint": str(ckpt),
+        "checkpoint": str(job.checkpoint),
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
     }
-    (run / "result.json").write_text(json.dumps(to_finite_json(result), indent=2) + "\n")
+    write_result(run, result)
     return result
-
-
-def _save_on_failure(algo: Algorithm, run: Path, exc: BaseException, log: Callable[[str], None]) -> None:
-    """Keep what was trained when a job fails or is interrupted after its first update."""
-    try:
-        kept = algo.save_checkpoint(run / "checkpoints" / f"iter-{algo.iteration:06d}", overwrite=True)
-    except Exception as save_exc:  # noqa: BLE001 - the original failure is what gets reported
-        log(f"the job stopped ({type(exc).__name__}) and its state could not be saved: {save_exc}")
-        return
-    log(f"the job stopped ({type(exc).__name__}); its state at iteration {algo.iteration} is in {kept}: "
-        f"continue with  offlinerl train --resume {run}")
-
-
-def _loss_postfix(metrics: dict, most: int = 3) -> dict[str, str]:
-    """``{"actor": "0.412", "critic": "1.3"}`` for the progress bar, from ``[<module>/]losses/<name>``."""
-    out: dict[str, str] = {}
-    for key, value in metrics.items():
-        if "losses/" in key and isinstance(value, float) and len(out) < most:
-            out.setdefault(key.split("losses/", 1)[1], f"{value:.3g}")
-    return out
-
-
-def _should_stop(stop: StopConfig, algo: Algorithm, m: Mapping[str, float], train_s: float) -> bool:
-    if stop.iterations is not None and algo.iteration >= stop.iterations:
-        return True
-    if stop.updates is not None and algo.num_updates >= stop.updates:
-        return True
-    if stop.wall_time_s is not None and train_s >= stop.wall_time_s:
-        return True
-    return stop.eval_return is not None and m.get("eval/return_mean", -math.inf) >= stop.eval_return

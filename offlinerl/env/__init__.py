@@ -4,8 +4,8 @@ evaluation."""
 
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import EnvRunner, random_policy_factory
-from offlinerl.env.env_runner_group import EnvRunnerGroup, episode_metrics
-from offlinerl.env.evaluation import evaluate_module
+from offlinerl.env.env_runner_group import EnvRunnerGroup
+from offlinerl.env.evaluation import episode_metrics, evaluate_module, run_episodes
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix, uniform_log_prob
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "epsilon_mix",
     "evaluate_module",
     "random_policy_factory",
+    "run_episodes",
     "uniform_log_prob",
 ]

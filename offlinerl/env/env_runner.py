@@ -26,6 +26,7 @@ from offlinerl.episodes.arrow import batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.connectors import env_to_module_pipeline, module_to_env_pipeline
+from offlinerl.env.evaluation import run_episodes
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix
 from offlinerl.env.recorder import EpisodeRecorder
 
@@ -98,6 +99,7 @@ class EnvRunner:
         self._autoreset = np.zeros(config.num_envs, dtype=bool)
         self._metrics: dict[str, list[float]] = {"returns": [], "lengths": []}
         self._num_env_steps = 0
+        self._eval_envs: list[gym.Env] | None = None  # built on the first evaluate()
 
     # --- state -------------------------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
@@ -193,44 +195,21 @@ class EnvRunner:
         episode_id = f"{self._run_id}-w{self.worker_index}-e{i}-{ticket}"
         return EpisodeRecorder(episode_id, ticket, batch_slice(obs, i, i + 1))
 
-    @torch.no_grad()
     def evaluate(self, seeds: Sequence[int]) -> dict[str, list[float]]:
-        """One ``forward_inference`` episode per seed (episode ``j`` reset with ``seeds[j]``); no recording.
+        """One ``forward_inference`` episode per seed (episode ``j`` reset with ``seeds[j]``); no recording, no epsilon.
 
-        Sub-envs are reset individually (gymnasium's ``reset_mask``) so every
-        episode starts from its own seed, as offline evaluation does; no epsilon.
-        Running episodes of ``sample`` are dropped.
+        Runs the one evaluation loop (``offlinerl.env.evaluation.run_episodes``) in
+        ``num_envs`` separate envs of its own, so the numbers are the ones offline
+        evaluation gives, and the sampling envs (and their running episodes) are untouched.
         """
-        n_envs, seeds = self.config.num_envs, list(seeds)
-        returns, lengths = [0.0] * len(seeds), [0] * len(seeds)
-        slot: list[int | None] = [j if j < len(seeds) else None for j in range(n_envs)]
-        obs, _ = self.env.reset(seed=[seeds[j] if j is not None else None for j in slot])
-        next_j = min(n_envs, len(seeds))
-        while any(j is not None for j in slot):
-            self._obs = obs
-            actions, _ = self._act(False, epsilon=0.0)
-            obs, rewards, terminated, truncated, _ = self.env.step(actions)
-            mask = np.zeros(n_envs, dtype=bool)
-            reset_seeds: list[int | None] = [None] * n_envs
-            for i, j in enumerate(slot):
-                if j is None:
-                    continue
-                returns[j] += float(rewards[i])
-                lengths[j] += 1
-                if terminated[i] or truncated[i]:
-                    slot[i] = None
-                    if next_j < len(seeds):
-                        slot[i], reset_seeds[i], mask[i] = next_j, seeds[next_j], True
-                        next_j += 1
-            if mask.any():
-                obs, _ = self.env.reset(seed=reset_seeds, options={"reset_mask": mask})
-        self._obs = None  # the next sample() starts from fresh episodes
-        self._explore = None
+        if self._eval_envs is None:
+            self._eval_envs = [self.config.make_env() for _ in range(self.config.num_envs)]
+        returns, lengths = run_episodes(self._eval_envs, lambda obs: self._act(obs, False, epsilon=0.0)[0], seeds)
         return {"episode_returns": returns, "episode_lengths": lengths}
 
     @torch.no_grad()
-    def _act(self, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        batch = self.env_to_module({OBS: self._obs}, None, {})
+    def _act(self, obs: Any, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        batch = self.env_to_module({OBS: obs}, None, {})
         batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
         fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
         out = self.module_to_env(dict(fwd), None, {})
@@ -273,7 +252,7 @@ class EnvRunner:
 
     def _step(self, explore: bool) -> int:
         """One vector step; returns the number of transitions recorded."""
-        actions, extras = self._act(explore)
+        actions, extras = self._act(self._obs, explore)
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         same_step = self.config.autoreset_mode == "same_step"
         recorded = 0
@@ -329,6 +308,8 @@ class EnvRunner:
 
     def stop(self) -> None:
         self.env.close()
+        for env in self._eval_envs or []:
+            env.close()
 
 
 def _stack_like(value: Any, batch: Any) -> Any:

@@ -17,23 +17,9 @@ import numpy as np
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, EnvRunner, PolicyFactory
+from offlinerl.env.evaluation import episode_metrics
 
-__all__ = ["EnvRunnerGroup", "episode_metrics"]
-
-
-def episode_metrics(returns: list[float], lengths: list[int], prefix: str) -> dict[str, float]:
-    """``{prefix}/return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``, ``episodes``."""
-    if not returns:
-        return {f"{prefix}/episodes": 0}
-    r = np.asarray(returns, dtype=np.float64)
-    return {
-        f"{prefix}/return_mean": float(r.mean()),
-        f"{prefix}/return_std": float(r.std()),
-        f"{prefix}/return_min": float(r.min()),
-        f"{prefix}/return_max": float(r.max()),
-        f"{prefix}/length_mean": float(np.mean(lengths)),
-        f"{prefix}/episodes": len(returns),
-    }
+__all__ = ["EnvRunnerGroup"]
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -189,7 +175,8 @@ class EnvRunnerGroup:
         """``num_episodes`` ``forward_inference`` episodes, episode ``j`` reset with ``seed + j``.
 
         The same weights and seed always give the same episodes, whatever the
-        number of runners or envs (and the same ones as offline evaluation).
+        number of runners or envs: every runner runs the one evaluation loop
+        (``offlinerl.env.evaluation.run_episodes``) that offline evaluation runs.
         """
         seeds = [seed + j for j in range(num_episodes)]
         if self.local is not None:

@@ -1,14 +1,20 @@
-"""Evaluation in real gymnasium envs: env -> [env-to-module] -> ``forward_inference`` -> [module-to-env] -> env.
+"""Evaluation in real gymnasium envs: the one evaluation loop.
 
-Episodes run side by side, one env each (seeds ``seed, seed + 1, ...``), in
-waves of at most ``max_parallel``; one batched forward per step. Separate envs
-(not a gymnasium vector env) so auto-reset never mixes episodes, and an
-evaluation is deterministic given the weights and the seed.
+    env -> [env-to-module] -> ``forward_inference`` -> [module-to-env] -> env
+
+``run_episodes`` is the loop every evaluation runs through, offline
+(``evaluate_module``: ``Algorithm.evaluate``, ``offlinerl evaluate``) and
+online (``EnvRunner.evaluate`` inside an ``EnvRunnerGroup``). Episode ``j``
+starts with ``reset(seed=seeds[j])`` in a free env; episodes run side by side,
+one env each, with one batched forward per step over the running ones.
+Separate envs (not a gymnasium vector env) so auto-reset never mixes episodes,
+and an evaluation is deterministic given the weights and the seeds, whatever
+the number of envs or runners. ``episode_metrics`` names the numbers.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -19,11 +25,66 @@ from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule, RLModule
 from offlinerl.episodes.arrow import batch_concat, batch_map
 
-__all__ = ["evaluate_module"]
+__all__ = ["evaluate_module", "run_episodes", "episode_metrics"]
+
+#: ``batch of observations (one row per running episode) -> actions for the envs``.
+ActFn = Callable[[Any], Any]
+
+
+def episode_metrics(returns: Sequence[float], lengths: Sequence[int], prefix: str) -> dict[str, float]:
+    """``{prefix}/return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``, ``episodes``."""
+    if not len(returns):
+        return {f"{prefix}/episodes": 0}
+    r = np.asarray(returns, dtype=np.float64)
+    return {
+        f"{prefix}/return_mean": float(r.mean()),
+        f"{prefix}/return_std": float(r.std()),
+        f"{prefix}/return_min": float(r.min()),
+        f"{prefix}/return_max": float(r.max()),
+        f"{prefix}/length_mean": float(np.mean(lengths)),
+        f"{prefix}/episodes": len(returns),
+    }
 
 
 def _stack(observations: list[Any]) -> Any:
     return batch_concat([batch_map(lambda a: np.asarray(a)[None], o) for o in observations])
+
+
+def run_episodes(envs: Sequence[gym.Env], act: ActFn, seeds: Sequence[int]) -> tuple[list[float], list[int]]:
+    """Returns and lengths of one episode per seed, in seed order.
+
+    Episode ``j`` is reset with ``seeds[j]`` in the first env that is free (the
+    first ``len(envs)`` at once, later ones as earlier episodes end); every
+    step calls ``act`` once on the running episodes' observations, in env order.
+    """
+    if not envs:
+        raise ValueError("run_episodes needs at least one env")
+    seeds = list(seeds)
+    returns, lengths = [0.0] * len(seeds), [0] * len(seeds)
+    slot: list[int | None] = [None] * len(envs)  # the episode each env runs
+    obs: list[Any] = [None] * len(envs)
+    next_j = 0
+
+    def start(i: int) -> None:
+        nonlocal next_j
+        slot[i] = None
+        if next_j < len(seeds):
+            slot[i], obs[i] = next_j, envs[i].reset(seed=seeds[next_j])[0]
+            next_j += 1
+
+    for i in range(len(envs)):
+        start(i)
+    while any(j is not None for j in slot):
+        running = [i for i, j in enumerate(slot) if j is not None]
+        actions = act(_stack([obs[i] for i in running]))
+        for k, i in enumerate(running):
+            obs[i], reward, terminated, truncated, _ = envs[i].step(actions[k])
+            j = slot[i]
+            returns[j] += float(reward)
+            lengths[j] += 1
+            if terminated or truncated:
+                start(i)
+    return returns, lengths
 
 
 @torch.no_grad()
@@ -37,39 +98,25 @@ def evaluate_module(
     env_kwargs: Mapping[str, Any] | None = None,
     max_parallel: int = 32,
 ) -> dict[str, float]:
-    """Mean/std return and mean length of ``episodes`` deterministic episodes."""
+    """``episode_metrics`` (prefix ``eval``) of ``episodes`` deterministic episodes (seeds ``seed, seed + 1, ...``),
+    at most ``max_parallel`` at a time."""
+    if episodes < 1:
+        raise ValueError(f"evaluation episodes must be >= 1, got {episodes}")
     if isinstance(module, MultiRLModule):
         module = module[module.module_for_agent(None)]
     module.eval()
     device = next(module.parameters()).device
-    returns: list[float] = []
-    lengths: list[int] = []
-    for start in range(0, episodes, max_parallel):
-        n = min(max_parallel, episodes - start)
-        envs = [gym.make(env_id, **dict(env_kwargs or {})) for _ in range(n)]
-        to_env = module_to_env_pipeline(envs[0].action_space)
-        obs = [env.reset(seed=seed + start + i)[0] for i, env in enumerate(envs)]
-        ret = np.zeros(n)
-        length = np.zeros(n, dtype=np.int64)
-        active = np.ones(n, dtype=bool)
-        while active.any():
-            idx = np.flatnonzero(active)
-            batch = env_to_module({C.OBS: _stack([obs[i] for i in idx])})
-            out = module.forward_inference({C.OBS: torch.as_tensor(batch[C.OBS], device=device)})
-            actions = to_env({C.ACTIONS: out[C.ACTIONS]})[C.ACTIONS]
-            for j, i in enumerate(idx):
-                obs[i], r, term, trunc, _ = envs[i].step(actions[j])
-                ret[i] += r
-                length[i] += 1
-                if term or trunc:
-                    active[i] = False
+    envs = [gym.make(env_id, **dict(env_kwargs or {})) for _ in range(min(max_parallel, episodes))]
+    to_env = module_to_env_pipeline(envs[0].action_space)
+
+    def act(obs: Any) -> Any:
+        batch = env_to_module({C.OBS: obs})
+        out = module.forward_inference({C.OBS: torch.as_tensor(batch[C.OBS], device=device)})
+        return to_env({C.ACTIONS: out[C.ACTIONS]})[C.ACTIONS]
+
+    try:
+        returns, lengths = run_episodes(envs, act, [seed + j for j in range(episodes)])
+    finally:
         for env in envs:
             env.close()
-        returns.extend(ret.tolist())
-        lengths.extend(length.tolist())
-    return {
-        "eval/return_mean": float(np.mean(returns)),
-        "eval/return_std": float(np.std(returns)),
-        "eval/length_mean": float(np.mean(lengths)),
-        "eval/episodes": float(len(returns)),
-    }
+    return episode_metrics(returns, lengths, "eval")

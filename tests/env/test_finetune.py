@@ -104,3 +104,22 @@ def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
     assert load_finetune_pipeline(path, ["online.online_fraction=0.25"], checkpoint="x").online.online_fraction == 0.25
     with pytest.raises(ConfigError, match="online_fraction"):
         load_finetune_pipeline(path, ["online.online_fraction=2"], checkpoint="x")
+
+
+def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_path):
+    """Any stop condition ends fine-tuning, as it ends training: here the training time after one iteration."""
+    pipeline_file = tmp_path / "ft.yaml"
+    pipeline_file.write_text(
+        "config: {updates_per_iteration: 5, evaluation: {interval: 0}}\n"
+        "online: {env_steps_per_iteration: 20, save_online_episodes: false}\n"
+        "stop: {iterations: 50, wall_time_s: 1.0e-6}\n"
+    )
+    assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+                 "--no-progress"]) == 0
+    run = tmp_path / "run"
+    result = json.loads((run / "result.json").read_text())
+    assert result["iterations"] == 1 and result["online_episodes"] is None
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [line["iteration"] for line in lines] == [0, 1, 1]  # initial evaluation, the iteration, final evaluation
+    assert lines[1]["perf/iteration_s"] > 0 and lines[-1]["eval/return_mean"] == result["final_eval_return"]
+    assert (run / "tensorboard").is_dir() and (run / "checkpoints" / "final").is_dir()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file
-from offlinerl.algorithms.pipeline import StopConfig
+from offlinerl.algorithms.job import StopConfig
 
 __all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline"]
 

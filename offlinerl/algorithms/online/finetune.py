@@ -16,8 +16,6 @@ evaluation (``result.json`` reports both).
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +27,7 @@ import yaml
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.checkpoint import load_checkpoint
 from offlinerl.algorithms.config_io import ConfigError, to_dict
-from offlinerl.algorithms.guards import check_losses, metrics_json
+from offlinerl.algorithms.job import Progress, run_job, write_result
 from offlinerl.algorithms.online.config import FinetunePipeline
 from offlinerl.algorithms.run_dir import new_run_dir
 from offlinerl.algorithms.registry import get_algorithm
@@ -99,7 +97,8 @@ def _load_algorithm(pipeline: FinetunePipeline, validate_data: bool) -> tuple[Al
 
 
 class Finetuner:
-    """The fine-tuning loop; ``train()`` runs one iteration (sample → replay → update → sync → evaluate).
+    """One fine-tuning iteration per ``train()`` (sample → replay → update → sync → evaluate); a
+    :class:`~offlinerl.algorithms.job.Trainable`, so ``run_finetune`` runs it with the one job loop.
 
     ``validate_data``: validate the offline dataset first (``InvalidDatasetError`` with the validator's report).
     """
@@ -142,7 +141,6 @@ class Finetuner:
         self.weights_seq_no = 0
         self.env_steps = 0
         self.iteration = 0
-        self.history: list[dict[str, float]] = []
         self.last_eval: dict[str, float] = {}
         self.best_eval_return: float | None = None
         self.online_chunks: list[SingleAgentEpisode] = []
@@ -159,13 +157,28 @@ class Finetuner:
         self.runners.sync_state(state)
         self.evaluators.sync_state(state)
 
+    @property
+    def num_updates(self) -> int:
+        """Gradient updates of the algorithm, the checkpoint's included (what ``stop.updates`` counts)."""
+        return self.algo.num_updates
+
+    @property
+    def can_evaluate(self) -> bool:
+        return True
+
     def evaluate(self) -> dict[str, float]:
+        """Evaluate on the evaluation runners; the result also goes into the next checkpoint's ``last_eval``."""
         ev = self.algo.config.evaluation
         out = self.evaluators.evaluate(ev.episodes, seed=ev.seed)
         ret = out["eval/return_mean"]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
+        self.algo.last_eval = out
         return out
+
+    def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
+        """An ordinary checkpoint of the fine-tuned algorithm."""
+        return self.algo.save_checkpoint(path, overwrite=overwrite)
 
     def _usable(self, chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
         """The experience the learner may use now (complete episodes only where returns are computed)."""
@@ -200,6 +213,7 @@ class Finetuner:
         self.algo.num_updates = int(metrics.get("learner/updates", self.algo.num_updates + config.updates_per_iteration))
         self.env_steps += sum(len(c) for c in chunks)
         metrics.update(self.runners.get_metrics())
+        t_iteration = time.perf_counter() - t0
         metrics.update({
             "iteration": float(self.iteration),
             "learner/updates": float(self.algo.num_updates),
@@ -208,12 +222,12 @@ class Finetuner:
             "online/weights_seq_no": float(self.weights_seq_no),
             "perf/sample_s": t_sample,
             "perf/update_s": t_update,
+            "perf/iteration_s": t_iteration,
             "perf/updates_per_s": config.updates_per_iteration / t_update if t_update > 0 else 0.0,
         })
         interval = config.evaluation.interval
         if interval and self.iteration % interval == 0:
             metrics.update(self.evaluate())
-        self.history.append(metrics)
         return metrics
 
     def save_online_episodes(self, path: str | Path) -> Any:
@@ -234,17 +248,6 @@ class Finetuner:
         self.algo.stop()
 
 
-def _should_stop(pipeline: FinetunePipeline, tuner: Finetuner, m: Mapping[str, float], elapsed: float) -> bool:
-    stop = pipeline.stop
-    if stop.iterations is not None and tuner.iteration >= stop.iterations:
-        return True
-    if stop.updates is not None and tuner.algo.num_updates >= stop.updates:
-        return True
-    if stop.wall_time_s is not None and elapsed >= stop.wall_time_s:
-        return True
-    return stop.eval_return is not None and m.get("eval/return_mean", -math.inf) >= stop.eval_return
-
-
 def run_finetune(
     pipeline: FinetunePipeline,
     *,
@@ -254,8 +257,8 @@ def run_finetune(
     log: Callable[[str], None] = print,
     skip_validation: bool = False,
 ) -> dict[str, Any]:
-    """Validate the offline dataset (unless ``skip_validation``), fine-tune until a stop condition; write the run
-    directory and return ``result.json``'s content."""
+    """Validate the offline dataset (unless ``skip_validation``), fine-tune until a stop condition with the one job
+    loop (``offlinerl.algorithms.job.run_job``); write the run directory and return ``result.json``'s content."""
     from offlinerl.ray_utils import init_ray
 
     init_ray(address)
@@ -268,49 +271,24 @@ def run_finetune(
         {**to_dict(pipeline), "algorithm": tuner.algo.name, "resolved_config": tuner.algo.config.to_dict()},
         sort_keys=False,
     ))
-    bar = None
     try:
         initial = tuner.evaluate()
         checkpoint_eval = (tuner.checkpoint_meta.get("last_eval") or {}).get("eval/return_mean")
         log(f"loaded {pipeline.checkpoint} ({tuner.algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
             + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=pipeline.stop.iterations, unit="it", desc=f"finetune {tuner.algo.name}", dynamic_ncols=True)
-        with (run / "metrics.jsonl").open("w") as f:
-            f.write(metrics_json({"iteration": 0.0, "learner/updates": float(tuner.algo.num_updates),
-                                  "online/env_steps": 0.0, **initial}) + "\n")
-            t_train = time.perf_counter()
-            while True:
-                updates_before = tuner.algo.num_updates
-                m = tuner.train()
-                m["time/total_s"] = time.perf_counter() - t_start
-                f.write(metrics_json(m) + "\n")
-                f.flush()
-                check_losses(m, updates_before=updates_before, last_checkpoint=pipeline.checkpoint)
-                if bar is not None:
-                    bar.update(1)
-                    post = {"steps": int(m["online/env_steps"])}
-                    if "eval/return_mean" in m:
-                        post["eval"] = f"{m['eval/return_mean']:.1f}"
-                    bar.set_postfix(post)
-                if _should_stop(pipeline, tuner, m, time.perf_counter() - t_train):
-                    break
-            # The fine-tuned weights are written before the final evaluation, so a failing env loses nothing.
-            ckpt = tuner.algo.save_checkpoint(run / "checkpoints" / "final")
-            if "eval/return_mean" not in tuner.history[-1]:
-                final = tuner.evaluate()
-                f.write(metrics_json({"iteration": float(tuner.iteration), **final}) + "\n")
-                tuner.algo.last_eval = final
-                tuner.algo.save_checkpoint(ckpt, overwrite=True)  # with its own evaluation in algorithm.json
+        job = run_job(
+            tuner, run, pipeline.stop, t_start=t_start,
+            progress=Progress(desc=f"finetune {tuner.algo.name}", unit="it", total=pipeline.stop.iterations)
+            if progress else None,
+            last_good=pipeline.checkpoint, log=log,
+            first_records=[{"iteration": 0.0, "learner/updates": float(tuner.num_updates), "online/env_steps": 0.0,
+                            **initial}],
+        )
         online_path = None
         if pipeline.online.save_online_episodes and tuner.online_chunks:
             online_path = run / "online-episodes"
             tuner.save_online_episodes(online_path)
     finally:
-        if bar is not None:
-            bar.close()
         tuner.stop()
     result = {
         "algorithm": tuner.algo.name,
@@ -322,13 +300,13 @@ def run_finetune(
         "final_eval_return_std": tuner.last_eval.get("eval/return_std"),
         "best_eval_return": tuner.best_eval_return,
         "iterations": tuner.iteration,
-        "updates": tuner.algo.num_updates,
+        "updates": tuner.num_updates,
         "env_steps": tuner.env_steps,
         "env_runner_restarts": tuner.runners.num_restarts,
         "time_s": time.perf_counter() - t_start,
-        "checkpoint": str(ckpt),
+        "checkpoint": str(job.checkpoint),
         "online_episodes": str(online_path) if online_path else None,
         "run_dir": str(run),
     }
-    (run / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_result(run, result)
     return result

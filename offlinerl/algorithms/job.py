@@ -1,0 +1,232 @@
+"""The one job loop: ``offlinerl train`` (``run_pipeline``) and ``offlinerl finetune`` (``run_finetune``) both
+run ``run_job`` over a :class:`Trainable` (an ``Algorithm``, a ``Finetuner``).
+
+Every iteration::
+
+    trainable.train() -> metrics.jsonl + tensorboard/ -> progress bar -> non-finite loss check
+                      -> periodic checkpoint (pruned to checkpoint_keep) -> stop conditions
+
+then the final checkpoint, and a final evaluation unless the last iteration
+evaluated (the weights are written first, so a failing env loses nothing; the
+evaluation is written into that checkpoint afterwards). ``run_job`` owns
+``metrics.jsonl``, ``tensorboard/`` and ``checkpoints/`` of the run directory;
+the caller writes ``config.yaml`` and, with :func:`write_result`, ``result.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, to_finite_json
+from offlinerl.algorithms.run_dir import MetricsLog, prune_checkpoints
+
+__all__ = ["StopConfig", "Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopConfig:
+    """When a job stops: the first condition met (at least one must be set)."""
+
+    iterations: int | None = None
+    """Training iterations (each ``updates_per_iteration`` updates)."""
+    updates: int | None = None
+    """Gradient updates (checked after each iteration)."""
+    wall_time_s: float | None = None
+    """Seconds of training (setup and evaluations excluded: the sum of the iterations' ``perf/iteration_s``)."""
+    eval_return: float | None = None
+    """Stop once an evaluation's mean return reaches this."""
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
+            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
+        for name in ("iterations", "updates"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
+
+
+class Trainable(Protocol):
+    """What the job loop runs."""
+
+    iteration: int
+    """Iterations run (what ``stop.iterations`` counts)."""
+    num_updates: int
+    """Gradient updates run (what ``stop.updates`` counts)."""
+    last_eval: dict[str, float]
+    """The newest evaluation's metrics (``{}`` before the first)."""
+
+    @property
+    def can_evaluate(self) -> bool: ...
+
+    def train(self) -> dict[str, float]:
+        """One iteration; its metrics hold ``learner/updates`` and ``perf/iteration_s`` (evaluation excluded)."""
+        ...
+
+    def evaluate(self) -> dict[str, float]: ...
+
+    def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """The job's progress bar (tqdm, on stderr)."""
+
+    desc: str
+    """Text before the bar."""
+    unit: str = "upd"
+    """``upd``: the bar counts gradient updates; ``it``: iterations."""
+    total: int | None = None
+    """Where the bar ends (None: no end known, e.g. a wall-time stop)."""
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("upd", "it"):
+            raise ValueError(f"Progress.unit: 'upd' or 'it', got {self.unit!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOutcome:
+    """What ``run_job`` leaves for the caller's ``result.json``."""
+
+    checkpoint: Path
+    """The final checkpoint (with the final evaluation in its ``algorithm.json``)."""
+    history: list[dict[str, Any]]
+    """Every ``metrics.jsonl`` record, in order (kept ones first on resume)."""
+    train_s: float
+    """Seconds of training (the sum of ``perf/iteration_s``), resumed parts included."""
+    first_update_s: float | None
+    """Seconds from the caller's ``t_start`` to the end of this run's first iteration (None: none ran)."""
+
+
+def should_stop(stop: StopConfig, trainable: Trainable, metrics: Mapping[str, Any], train_s: float) -> bool:
+    """Whether any stop condition is met after an iteration with these ``metrics``."""
+    if stop.iterations is not None and trainable.iteration >= stop.iterations:
+        return True
+    if stop.updates is not None and trainable.num_updates >= stop.updates:
+        return True
+    if stop.wall_time_s is not None and train_s >= stop.wall_time_s:
+        return True
+    return stop.eval_return is not None and metrics.get("eval/return_mean", -math.inf) >= stop.eval_return
+
+
+def write_result(run: Path, result: Mapping[str, Any]) -> None:
+    """``result.json``: strict JSON (a non-finite number is written as ``null``)."""
+    (run / "result.json").write_text(json.dumps(to_finite_json(dict(result)), indent=2) + "\n")
+
+
+def run_job(
+    trainable: Trainable,
+    run: Path,
+    stop: StopConfig,
+    *,
+    t_start: float,
+    progress: Progress | None = None,
+    checkpoint_interval: int = 0,
+    checkpoint_keep: int = 0,
+    resumed: bool = False,
+    last_good: str | Path | None = None,
+    first_records: Sequence[Mapping[str, Any]] = (),
+    resume_command: str | None = None,
+    log: Callable[[str], None] = print,
+) -> JobOutcome:
+    """Train ``trainable`` in ``run`` until a stop condition, then checkpoint and evaluate it.
+
+    ``resumed``: ``run`` holds the job up to ``trainable.iteration`` (its later ``metrics.jsonl`` lines are
+    dropped; a job that had already stopped runs no iteration). ``last_good``: the newest good checkpoint so
+    far, named by ``NonFiniteLossError``. ``first_records``: written to ``metrics.jsonl`` before the first
+    iteration (e.g. fine-tuning's evaluation of the loaded checkpoint). ``resume_command``: if set, a job that
+    fails after its first update saves its state and logs this command to continue it.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    metrics = MetricsLog(run / "metrics.jsonl", resume_at_iteration=trainable.iteration if resumed else None)
+    for record in first_records:
+        metrics.append(dict(record))
+    writer = SummaryWriter(str(run / "tensorboard"))
+    bar = _progress_bar(progress, trainable)
+    train_s = sum(float(h.get("perf/iteration_s") or 0.0) for h in metrics.history)
+    first_update_s = None
+    ckpt = None
+    try:
+        last = metrics.history[-1] if metrics.history else {}
+        while not (resumed and should_stop(stop, trainable, last, train_s)):
+            updates_before, iteration_before = trainable.num_updates, trainable.iteration
+            last = trainable.train()
+            train_s += float(last.get("perf/iteration_s") or 0.0)
+            now = time.perf_counter() - t_start
+            first_update_s = now if first_update_s is None else first_update_s
+            last["time/total_s"] = now
+            metrics.append(last)
+            step = int(last["learner/updates"])
+            for key, value in last.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    writer.add_scalar(key, value, step)
+            if bar is not None:
+                done = trainable.num_updates - updates_before if progress.unit == "upd" else trainable.iteration - iteration_before
+                bar.update(done)
+                bar.set_postfix(_postfix(last, trainable.last_eval))
+            check_losses(last, updates_before=updates_before, last_checkpoint=last_good)
+            if checkpoint_interval and trainable.iteration % checkpoint_interval == 0:
+                last_good = trainable.save_checkpoint(run / "checkpoints" / f"iter-{trainable.iteration:06d}",
+                                                      overwrite=True)
+                if checkpoint_keep:
+                    prune_checkpoints(run, checkpoint_keep)
+            if should_stop(stop, trainable, last, train_s):
+                break
+        ckpt = trainable.save_checkpoint(run / "checkpoints" / "final", overwrite=True)
+        if trainable.can_evaluate and "eval/return_mean" not in (metrics.history[-1] if metrics.history else {}):
+            final = trainable.evaluate()
+            metrics.append({"iteration": float(trainable.iteration), "learner/updates": float(trainable.num_updates),
+                            **final})
+            trainable.save_checkpoint(ckpt, overwrite=True)  # now with the evaluation in algorithm.json
+    except BaseException as exc:
+        if resume_command and ckpt is None and trainable.num_updates and not isinstance(exc, NonFiniteLossError):
+            _save_on_failure(trainable, run, exc, resume_command, log)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        writer.close()
+        metrics.close()
+    return JobOutcome(checkpoint=ckpt, history=metrics.history, train_s=train_s, first_update_s=first_update_s)
+
+
+def _progress_bar(progress: Progress | None, trainable: Trainable) -> Any:
+    if progress is None:
+        return None
+    from tqdm import tqdm
+
+    initial = trainable.num_updates if progress.unit == "upd" else trainable.iteration
+    return tqdm(total=progress.total, initial=initial, unit=progress.unit, dynamic_ncols=True, desc=progress.desc)
+
+
+def _postfix(metrics: Mapping[str, Any], last_eval: Mapping[str, float], most: int = 3) -> dict[str, str]:
+    """Up to ``most`` loss terms (``[<module>/]losses/<name>``), updates/s, online env steps, the newest evaluation."""
+    out: dict[str, str] = {}
+    for key, value in metrics.items():
+        if "losses/" in key and isinstance(value, float) and len(out) < most:
+            out.setdefault(key.split("losses/", 1)[1], f"{value:.3g}")
+    if "perf/updates_per_s" in metrics:
+        out["upd/s"] = f"{metrics['perf/updates_per_s']:.0f}"
+    if "online/env_steps" in metrics:
+        out["steps"] = str(int(metrics["online/env_steps"]))
+    if last_eval.get("eval/return_mean") is not None:
+        out["eval"] = f"{last_eval['eval/return_mean']:.1f}"
+    return out
+
+
+def _save_on_failure(trainable: Trainable, run: Path, exc: BaseException, resume_command: str,
+                     log: Callable[[str], None]) -> None:
+    """Keep what was trained when a job fails or is interrupted after its first update."""
+    try:
+        kept = trainable.save_checkpoint(run / "checkpoints" / f"iter-{trainable.iteration:06d}", overwrite=True)
+    except Exception as save_exc:  # noqa: BLE001 - the original failure is what gets reported
+        log(f"the job stopped ({type(exc).__name__}) and its state could not be saved: {save_exc}")
+        return
+    log(f"the job stopped ({type(exc).__name__}); its state at iteration {trainable.iteration} is in {kept}: "
+        f"continue with  {resume_command}")

@@ -1,0 +1,128 @@
+"""The one job loop (``offlinerl.algorithms.job.run_job``) that train and finetune share: stop conditions,
+``metrics.jsonl``, checkpoints, the final evaluation and ``result.json``, over a small real Trainable."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.algorithms.guards import NonFiniteLossError
+from offlinerl.algorithms.job import StopConfig, run_job, write_result
+from offlinerl.algorithms.pipeline import StopConfig as PipelineStopConfig
+
+
+class Counter:
+    """A Trainable whose iterations take ``seconds`` of "training" each and whose returns rise by one."""
+
+    def __init__(self, updates_per_iteration: int = 10, seconds: float = 1.0, eval_every: int = 0,
+                 loss_at: dict[int, float] | None = None) -> None:
+        self.iteration, self.num_updates, self.last_eval = 0, 0, {}
+        self.upi, self.seconds, self.eval_every, self.loss_at = updates_per_iteration, seconds, eval_every, loss_at or {}
+        self.saved: list[tuple[str, dict]] = []
+
+    @property
+    def can_evaluate(self) -> bool:
+        return True
+
+    def evaluate(self) -> dict[str, float]:
+        self.last_eval = {"eval/return_mean": float(self.iteration), "eval/episodes": 2}
+        return self.last_eval
+
+    def train(self) -> dict[str, float]:
+        self.iteration += 1
+        self.num_updates += self.upi
+        m = {"iteration": float(self.iteration), "learner/updates": float(self.num_updates),
+             "perf/iteration_s": self.seconds, "losses/total": self.loss_at.get(self.iteration, 1.0),
+             "data/ratio": math.inf}
+        if self.eval_every and self.iteration % self.eval_every == 0:
+            m.update(self.evaluate())
+        return m
+
+    def save_checkpoint(self, path, overwrite: bool = False) -> Path:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "algorithm.json").write_text(json.dumps({"num_updates": self.num_updates, "last_eval": self.last_eval}))
+        self.saved.append((path.name, dict(self.last_eval)))
+        return path
+
+
+def _lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("stop,iterations", [
+    ({"iterations": 3}, 3),
+    ({"updates": 25}, 3),           # checked after each iteration of 10 updates
+    ({"wall_time_s": 4.5}, 5),      # the sum of perf/iteration_s, not the (much shorter) real time
+    ({"eval_return": 4.0}, 4),      # evaluated every 2 iterations: 2.0, then 4.0
+    ({"iterations": 100, "updates": 20}, 2),  # the first condition met
+])
+def test_every_stop_condition_ends_the_job(tmp_path, stop, iterations):
+    trainable = Counter(eval_every=2)
+    out = run_job(trainable, tmp_path, StopConfig(**stop), t_start=0.0)
+    assert trainable.iteration == iterations
+    assert out.train_s == pytest.approx(iterations * 1.0)
+    assert out.checkpoint == tmp_path / "checkpoints" / "final"
+
+
+def test_metrics_are_strict_json_and_the_final_evaluation_is_recorded_once(tmp_path):
+    trainable = Counter()
+    out = run_job(trainable, tmp_path, StopConfig(iterations=2), t_start=0.0,
+                  first_records=[{"iteration": 0.0, "eval/return_mean": -1.0}])
+    text = (tmp_path / "metrics.jsonl").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    lines = _lines(tmp_path)
+    assert [line["iteration"] for line in lines] == [0, 1, 2, 2]
+    assert lines[1]["data/ratio"] is None and lines[1]["time/total_s"] > 0
+    assert lines[-1] == {"iteration": 2.0, "learner/updates": 20.0, "eval/return_mean": 2.0, "eval/episodes": 2}
+    assert [h["iteration"] for h in out.history] == [line["iteration"] for line in lines]
+    # Weights first, then the same checkpoint again with the evaluation in it.
+    assert trainable.saved == [("final", {}), ("final", {"eval/return_mean": 2.0, "eval/episodes": 2})]
+    assert (tmp_path / "tensorboard").is_dir()
+
+
+def test_no_second_evaluation_when_the_last_iteration_evaluated(tmp_path):
+    trainable = Counter(eval_every=1)
+    run_job(trainable, tmp_path, StopConfig(iterations=2), t_start=0.0)
+    assert [line["iteration"] for line in _lines(tmp_path)] == [1, 2]
+    assert [name for name, _ in trainable.saved] == ["final"]
+
+
+def test_periodic_checkpoints_are_pruned_and_a_resumed_finished_job_runs_nothing(tmp_path):
+    run_job(Counter(), tmp_path, StopConfig(iterations=5), t_start=0.0, checkpoint_interval=2, checkpoint_keep=1)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["final", "iter-000004"]
+    done = Counter()
+    done.iteration, done.num_updates = 5, 50
+    out = run_job(done, tmp_path, StopConfig(iterations=5), t_start=0.0, resumed=True)
+    assert done.iteration == 5 and out.first_update_s is None
+    assert out.train_s == pytest.approx(5.0)  # the kept lines' training time counts
+
+
+def test_a_non_finite_loss_names_the_last_good_checkpoint_and_keeps_no_state(tmp_path):
+    trainable = Counter(loss_at={3: math.nan})
+    with pytest.raises(NonFiniteLossError, match="iter-000002"):
+        run_job(trainable, tmp_path, StopConfig(iterations=5), t_start=0.0, checkpoint_interval=2,
+                resume_command="offlinerl train --resume x", log=lambda s: None)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["iter-000002"]
+
+
+def test_a_failing_final_evaluation_keeps_the_trained_weights(tmp_path):
+    trainable = Counter()
+    trainable.evaluate = lambda: 1 / 0
+    logged: list[str] = []
+    with pytest.raises(ZeroDivisionError):
+        run_job(trainable, tmp_path, StopConfig(iterations=1), t_start=0.0, resume_command="resume me",
+                log=logged.append)
+    assert (tmp_path / "checkpoints" / "final").is_dir() and not logged  # final written: nothing more to save
+
+
+def test_result_json_is_strict_and_stop_config_is_one_class(tmp_path):
+    write_result(tmp_path, {"final_eval_return": math.nan, "updates": 3})
+    assert json.loads((tmp_path / "result.json").read_text()) == {"final_eval_return": None, "updates": 3}
+    assert PipelineStopConfig is StopConfig
+    with pytest.raises(ConfigError, match="at least one"):
+        StopConfig()
