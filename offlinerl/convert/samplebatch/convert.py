@@ -27,17 +27,18 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
+from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
-from offlinerl.convert.samplebatch_files import (
+from offlinerl.convert.samplebatch.files import (
     DEFAULT_RANGE_BYTES,
     InputError,
     line_numbers,
     plan_ranges,
     resolve_inputs,
 )
-from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
-from offlinerl.convert.samplebatch_report import ConversionReport
-from offlinerl.convert.samplebatch_stages import encode_stage_files, read_ranges, stitch_group
+from offlinerl.convert.samplebatch.layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
+from offlinerl.convert.samplebatch.report import ConversionReport
+from offlinerl.convert.samplebatch.stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
@@ -51,10 +52,6 @@ QUARANTINE_DIR = "_quarantine"
 #: Staged episodes per parquet row group: bounds what one encode task reads at once.
 _STAGE_ROW_GROUP = 128
 _UNSQUASH_FORMULA = "clip(low + (a + 1) * (high - low) / 2, low, high)"
-
-
-class ConvertUsageError(ValueError):
-    """The request itself is wrong (inputs, output, flags); nothing was converted."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,9 +5,9 @@ Two layouts are detected from the first readable file:
 - ``columns`` (``output_write_episodes=False``): one row per env step with
   ``eps_id, agent_id, module_id, obs, actions, rewards, new_obs, terminateds,
   truncateds`` and extra model outputs; ``obs``/``new_obs`` usually packed by
-  RLlib's ``pack()``. See :mod:`offlinerl.convert.rllib_columns`.
+  RLlib's ``pack()``. See :mod:`offlinerl.convert.rllib.columns`.
 - ``episodes`` (``output_write_episodes=True``): one binary column ``item``
-  holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib_chunks`.
+  holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib.chunks`.
 
 Both run as Ray Data jobs: read (file, row group) pieces with
 ``map_batches``, group rows by episode with ``groupby(...).map_groups``,
@@ -34,14 +34,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offlinerl.convert import rllib_chunks, rllib_columns
+from offlinerl.convert.rllib import chunks as rllib_chunks, columns as rllib_columns
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib_common import (
+from offlinerl.convert.rllib.common import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
 )
-from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
-from offlinerl.convert.rllib_step_columns import extra_specs, plain
+from offlinerl.convert.rllib.msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
+from offlinerl.convert.rllib.step_columns import extra_specs, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
@@ -50,7 +50,7 @@ __all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "d
 
 QUARANTINE_DIR = "_quarantine"
 QUARANTINE_FILE = "records.jsonl"
-CONVERTER = "offlinerl.convert.rllib_parquet"
+CONVERTER = "offlinerl.convert.rllib.convert"
 
 
 @dataclass

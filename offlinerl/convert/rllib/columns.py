@@ -6,7 +6,7 @@ over (file, row group) pieces: decode every row, attach its file and row
 position) and :func:`stitch_group` (``groupby(key).map_groups``: order one
 episode's rows by (file, row), drop exact re-writes, check continuity, build
 the episode row). Which columns a recording has, and how its extra columns are
-described, is :mod:`offlinerl.convert.rllib_step_columns`.
+described, is :mod:`offlinerl.convert.rllib.step_columns`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import DecodeBudget, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib_common import (
+from offlinerl.convert.rllib.common import (
     GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
 )
-from offlinerl.convert.rllib_step_columns import CORE_COLUMNS, is_list, plain
+from offlinerl.convert.rllib.step_columns import CORE_COLUMNS, is_list, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
