@@ -222,7 +222,7 @@ def _hostile_line(eps_id: int, column: str, value: str) -> str:
 
 
 def _quarantine(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "_quarantine" / "quarantine.jsonl").read_text().splitlines()]
+    return [json.loads(x) for x in (out / "_quarantine" / "records.jsonl").read_text().splitlines()]
 
 
 def test_bombs_in_a_samplebatch_recording_are_quarantined_within_the_memory_envelope(ray_session, tmp_path, capsys):
