@@ -9,7 +9,6 @@ from typing import Any
 import gymnasium as gym
 
 from offlinerl.convert.interface import ConvertUsageError
-from offlinerl.env.env_check import EnvMismatchError, refuse_importing_id
 
 __all__ = ["EnvSpaces", "env_spaces"]
 
@@ -31,6 +30,10 @@ def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> Env
     ``module``) are refused (:func:`offlinerl.env.env_check.refuse_importing_id`).
     """
     if not trusted:
+        # imported here: offlinerl.env pulls in torch and the EnvRunners, which the Ray tasks of a
+        # conversion (which import the converter modules) must not pay for
+        from offlinerl.env.env_check import EnvMismatchError, refuse_importing_id
+
         try:
             refuse_importing_id(env_id, what)
         except EnvMismatchError as exc:
