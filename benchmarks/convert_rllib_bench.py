@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2)
     args = parser.parse_args()
 
-    from offlinerl.convert.rllib_parquet import convert_rllib_parquet
+    from offlinerl.convert.rllib.convert import convert_rllib_parquet
     from offlinerl.ray_utils import init_ray
 
     init_ray(num_cpus=args.num_cpus)

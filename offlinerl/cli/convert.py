@@ -1,12 +1,12 @@
-"""``offlinerl convert FORMAT ...``: one sub-command module per input format."""
+"""``offlinerl convert FORMAT ...``: one sub-command per registered converter
+(:mod:`offlinerl.convert.registry`); each converter adds its own options and runs."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 
-#: Modules under ``offlinerl.cli`` that each add one ``convert`` sub-command via ``register(subparsers)``.
-FORMATS: tuple[str, ...] = ("convert_samplebatch", "convert_rllib", "convert_minari")
+from offlinerl.cli.common import overwrite_help
+from offlinerl.convert.registry import converters
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,5 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     formats = parser.add_subparsers(dest="format", metavar="FORMAT")
     formats.required = True
-    for name in FORMATS:
-        importlib.import_module(f"offlinerl.cli.{name}").register(formats)
+    for converter in converters():
+        p = formats.add_parser(
+            converter.name, help=converter.help, description=converter.description or converter.help,
+            epilog=converter.epilog or None,
+            formatter_class=argparse.RawDescriptionHelpFormatter if converter.epilog else argparse.HelpFormatter,
+        )
+        converter.add_arguments(p)
+        p.add_argument("-o", "--output", required=True, metavar="OUT",
+                       help="output dataset directory (must not exist unless --overwrite)")
+        p.add_argument("--overwrite", action="store_true", help=overwrite_help())
+        p.set_defaults(func=converter.run)

@@ -15,8 +15,10 @@ exported (the reset info they would need is not stored).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,6 +26,8 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
+from offlinerl.convert.interface import EXIT_OK, EXIT_USAGE, Converter
+from offlinerl.convert.options import show_progress
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
@@ -33,7 +37,7 @@ from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, writ
 from offlinerl.episodes.spaces import SpaceError, space_to_json
 
 __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "episode_from_minari", "iter_episodes",
-           "DATA_FORMATS"]
+           "DATA_FORMATS", "CONVERTER"]
 
 DATA_FORMATS = ("hdf5", "arrow", "parquet")
 INFOS = "infos"
@@ -312,3 +316,43 @@ def export_minari(
         storage.update_episodes(_minari_buffer(ep, i) for i, ep in enumerate(episodes))
     return target
 
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", metavar="DATASET", help="Minari dataset id (e.g. D4RL/door/human-v2) or directory")
+    p.add_argument("--no-infos", action="store_true", help="do not keep infos")
+    p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
+    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import ray.data
+
+    from offlinerl.episodes.io import OutputExistsError
+    from offlinerl.ray_utils import init_ray
+
+    init_ray(args.ray_address)
+    ray.data.DataContext.get_current().enable_progress_bars = show_progress()
+    try:
+        info = import_minari(
+            args.dataset, args.output, keep_infos=not args.no_infos,
+            max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
+        )
+    except (FileNotFoundError, OutputExistsError, MinariError) as exc:
+        print(f"offlinerl convert minari: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"Minari {info.provenance.get('minari_dataset_id')} ({info.provenance.get('minari_data_format')}) -> "
+          f"{args.output}: {info.num_episodes} episodes, {info.num_steps} steps")
+    return EXIT_OK
+
+
+CONVERTER = Converter(
+    name="minari",
+    help="a local Minari dataset (hdf5, arrow or parquet storage), by id or path",
+    description="Import a local Minari dataset into an episode dataset. DATASET is a dataset id "
+    "(looked up under $MINARI_DATASETS_PATH, default ~/.minari/datasets) or the path of a dataset "
+    "directory (the one holding data/metadata.json, or its data/ folder). Spaces and the env spec come from "
+    "the dataset's metadata; infos are kept as a JSON column when every step has them.",
+    add_arguments=_add_arguments,
+    run=_run,
+)

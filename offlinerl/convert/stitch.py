@@ -1,20 +1,29 @@
 """Stitching the fragments of one episode (found in different lines, files or
 blocks) into a single episode, refusing anything ambiguous.
 
-Generic over the recording format: a fragment is a run of consecutive steps
-``t_first .. t_first + length - 1`` with per-step columns, the observation
-after its last step and a ``source`` that orders fragments found at the same
-``t`` (file, position). Per-step rows are fragments of length 1.
+Generic over the recording format, two entry points:
+
+- :func:`stitch`: fragments that know their env step (legacy SampleBatch
+  lines): a fragment is a run of consecutive steps ``t_first .. t_first +
+  length - 1`` with per-step columns, the observation after its last step and
+  a ``source`` that orders fragments found at the same ``t`` (file, position).
+- :func:`stitch_rows`: per-step rows that do not (RLlib new-stack step rows):
+  they are taken in recording order (file, row) and joined by checking that
+  each row's ``obs`` is the previous row's ``new_obs``, compared through
+  fingerprints so that the caller keeps the values in Arrow.
+
+Both refuse anything ambiguous (overlaps that are not exact re-writes, gaps,
+steps after an end flag): those episodes are quarantined, never merged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Piece", "Stitched", "StitchProblem", "stitch", "pieces_from_steps"]
+__all__ = ["Piece", "Stitched", "StitchProblem", "stitch", "StepRun", "stitch_rows"]
 
 
 @dataclass
@@ -120,30 +129,57 @@ def stitch(pieces: Sequence[Piece], check_obs: bool = True) -> Stitched | Stitch
     )
 
 
-def pieces_from_steps(
-    t: np.ndarray,
-    columns: dict[str, Any],
-    next_obs: np.ndarray,
-    sources: list[tuple] | None = None,
-) -> list[Piece]:
-    """Per-step rows of one episode (any order) → pieces of consecutive ``t``, ready for :func:`stitch`.
+@dataclass
+class StepRun:
+    """The rows of one episode that :func:`stitch_rows` keeps, in order."""
 
-    ``columns`` holds ``obs``, ``actions``, ``rewards``, ``terminated``, ``truncated``
-    and extras, one entry per row; ``next_obs`` the observation after each row's
-    step; ``sources`` a sortable origin per row (file, row), used to order rows with
-    the same ``t`` (which :func:`stitch` then reports as duplicates). Rows are
-    ordered by ``(t, source)``, never by arrival order.
+    kept: list[int]
+    """Indices of the kept rows (exact re-writes of earlier steps are dropped)."""
+    duplicates: int
+    """Rows dropped as exact re-writes."""
+    truncated_by_recording: bool
+    """The last kept row has neither end flag: the recording stopped mid-episode."""
+
+
+def stitch_rows(source: Sequence[Any], sig: Sequence[bytes], obs_sig: Sequence[bytes], next_sig: Sequence[bytes],
+                ended: Sequence[bool], where: Callable[[int], str]) -> StepRun | StitchProblem:
+    """Join one episode's per-step rows, given in recording order (sorted by (file, row)).
+
+    ``source[i]`` is row i's file (a new file may re-write earlier steps, as
+    RLlib does at each flush), ``sig`` a fingerprint of the whole step,
+    ``obs_sig``/``next_sig`` of its ``obs``/``new_obs``, ``ended`` its
+    terminated-or-truncated flag, ``where(i)`` names the row in messages. A
+    run of rows in a new file that repeats earlier steps exactly is dropped
+    (counted in ``duplicates``); one that repeats them with a difference
+    (``overlap``), a row after an end flag (``ended_early``) and a row whose
+    obs is not the previous new_obs (``obs_mismatch``) are problems.
     """
-    t = np.asarray(t, dtype=np.int64)
-    sources = sources if sources is not None else [(i,) for i in range(len(t))]
-    order = np.asarray(sorted(range(len(t)), key=lambda i: (t[i], sources[i])), dtype=np.int64)
-    breaks = np.flatnonzero(np.diff(t[order]) != 1) + 1
-    pieces = []
-    for run in np.split(order, breaks):
-        cols = {k: (v[run] if isinstance(v, np.ndarray) else [v[i] for i in run.tolist()]) for k, v in columns.items()}
-        nxt = np.asarray(next_obs)[run]
-        cols["next_obs"] = nxt[-1:]
-        obs = np.asarray(cols["obs"])
-        cont = bool(np.array_equal(nxt[:-1], obs[1:], equal_nan=obs.dtype.kind == "f"))
-        pieces.append(Piece(t_first=int(t[run[0]]), source=sources[int(run[0])], columns=cols, obs_continuous=cont))
-    return pieces
+    kept: list[int] = []
+    seen: dict[bytes, int] = {}
+    repeat_at: int | None = None
+    duplicates = 0
+    for i in range(len(sig)):
+        if repeat_at is not None and repeat_at < len(kept):
+            if sig[i] == sig[kept[repeat_at]]:
+                duplicates += 1
+                repeat_at += 1
+                continue
+            return StitchProblem("overlap", f"rows re-write steps of this episode but row {where(i)} differs "
+                                            f"from step {repeat_at} written before (overlapping, not identical)")
+        repeat_at = None
+        if i > 0 and source[i] != source[i - 1] and sig[i] in seen:
+            duplicates += 1
+            repeat_at = seen[sig[i]] + 1
+            continue
+        if kept:
+            last = kept[-1]
+            if ended[last]:
+                return StitchProblem("ended_early", f"row {where(i)} continues the episode after its last step "
+                                                    f"(terminated/truncated at {where(last)}) and is not an "
+                                                    "exact re-write")
+            if obs_sig[i] != next_sig[last]:
+                return StitchProblem("obs_mismatch", f"row {where(i)}: obs is not the previous step's new_obs "
+                                                     "(missing, reordered or overlapping steps)")
+        seen.setdefault(sig[i], len(kept))
+        kept.append(i)
+    return StepRun(kept, duplicates, truncated_by_recording=not ended[kept[-1]])

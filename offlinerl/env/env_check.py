@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-__all__ = ["EnvMismatchError", "check_env", "space_mismatch"]
+__all__ = ["EnvMismatchError", "check_env", "refuse_importing_id", "space_mismatch"]
 
 
 class EnvMismatchError(ValueError):
@@ -50,6 +50,14 @@ def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> s
     return None
 
 
+def refuse_importing_id(env_id: str, what: str = "the data") -> None:
+    """Refuse an env id read from a file that would make gymnasium import a module (``module:Env-v0``)."""
+    if ":" in env_id:
+        raise EnvMismatchError(f"{what} names the env {env_id!r}, which would import the module "
+                               f"{env_id.split(':')[0]!r}; ids read from files are not imported - pass the env "
+                               "explicitly (--env / evaluation.env) if you trust it")
+
+
 def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space,
               env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
     """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
@@ -60,10 +68,8 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
     """
     if not isinstance(env_id, str) or not env_id:
         raise EnvMismatchError(f"{what} names no usable env id ({env_id!r}); pass --env")
-    if not trusted and ":" in env_id:
-        raise EnvMismatchError(f"{what} names the env {env_id!r}, which would import the module "
-                               f"{env_id.split(':')[0]!r}; ids read from files are not imported - pass the env "
-                               "explicitly (--env / evaluation.env) if you trust it")
+    if not trusted:
+        refuse_importing_id(env_id, what)
     try:
         env = gym.make(env_id, **dict(env_kwargs or {}))
     except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"

@@ -154,7 +154,7 @@ def test_messy_recording_quarantines_and_reports_exactly(ray_session, tmp_path, 
     np.testing.assert_array_equal(episodes["30"].extras["action_logp"], np.float32(batch(30, 0, 4)["action_logp"]))
     assert info.num_steps == sum(len(e) for e in episodes.values()) == 8 + 4 + 2 + 4 + 3 + 2
     assert [p.name for p in parquet_files(out)] and not list((out / "_quarantine").glob("*.parquet"))
-    records = [json.loads(x) for x in (out / "_quarantine" / "quarantine.jsonl").read_text().splitlines()]
+    records = [json.loads(x) for x in (out / "_quarantine" / "records.jsonl").read_text().splitlines()]
     where = {(os.path.basename(r["file"]), r["line"], r["reason"]) for r in records}
     assert where == {
         ("output-2026-01-01_00-00-00_worker-0_2.json", 2, "bad_json"),

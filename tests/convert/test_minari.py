@@ -168,7 +168,7 @@ def test_rllib_recording_to_minari_keeps_env_spec(shared_fixtures, minari_root, 
     """Real data end to end: RLlib episodes -> ours (with --env) -> Minari hdf5 -> minari.load_dataset."""
     import minari
 
-    from offlinerl.convert.rllib_parquet import convert_rllib_parquet
+    from offlinerl.convert.rllib.convert import convert_rllib_parquet
 
     ours = tmp_path / "ours"
     convert_rllib_parquet(shared_fixtures / "rllib_newstack" / "cartpole_episodes", ours, env_id="CartPole-v1")

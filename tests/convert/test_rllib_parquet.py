@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from offlinerl.convert.packing import unpack
-from offlinerl.convert.rllib_msgpack import chunk_from_state, decode_state
-from offlinerl.convert.rllib_parquet import QUARANTINE_FILE, convert_rllib_parquet
+from offlinerl.convert.rllib.msgpack import chunk_from_state, decode_state
+from offlinerl.convert.quarantine import QUARANTINE_FILE
+from offlinerl.convert.rllib import convert_rllib_parquet
 from offlinerl.episodes import load_episodes, read_info
 from offlinerl.episodes.validate import validate_dataset
 from tests.convert.helpers import pack_state, raw_state, run_cli

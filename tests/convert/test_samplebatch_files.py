@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from offlinerl.convert.samplebatch_files import (
+from offlinerl.convert.samplebatch.files import (
     InputError,
     iter_range_lines,
     line_numbers,

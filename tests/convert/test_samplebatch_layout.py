@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, describe, extra_spec, infer_space, out_of_bounds
+from offlinerl.convert.samplebatch.layout import ColumnStats, conforms, describe, extra_spec, infer_space, out_of_bounds
 
 
 def stats_of(*values) -> ColumnStats:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from offlinerl.convert.payload import decode_columns, encode_columns
-from offlinerl.convert.samplebatch_lines import LineError, parse_line
+from offlinerl.convert.samplebatch.lines import LineError, parse_line
 from tests.convert.samplebatch_recordings import batch, merge, pack, sample_batch_line
 
 BIG_ID = 2**60 + 12345  # above 2**53: a float would round it

@@ -8,8 +8,8 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from offlinerl.convert.samplebatch_files import plan_ranges
-from offlinerl.convert.samplebatch_stages import read_ranges, stitch_group
+from offlinerl.convert.samplebatch.files import plan_ranges
+from offlinerl.convert.samplebatch.stages import read_ranges, stitch_group
 from tests.convert.samplebatch_recordings import batch, sample_batch_line, write_lines
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from offlinerl.convert.stitch import Piece, Stitched, StitchProblem, pieces_from_steps, stitch
+from offlinerl.convert.stitch import Piece, StepRun, Stitched, StitchProblem, stitch, stitch_rows
 
 OBS = np.arange(20, dtype=np.float32).reshape(10, 2)  # obs of t = 0..9 (row t), next obs of t is row t+1
 
@@ -56,16 +56,24 @@ def test_terminated_wins_when_both_flags_are_set():
     assert out.terminated and not out.truncated
 
 
-def test_per_step_rows_in_any_order_stitch_by_t():
-    order = np.array([3, 0, 2, 1])
-    t = order
-    cols = {"obs": OBS[order], "actions": order.copy(), "rewards": np.ones(4), "infos": [{"t": int(i)} for i in order],
-            "terminated": order == 3, "truncated": np.zeros(4, bool)}
-    pieces = pieces_from_steps(t, cols, OBS[order + 1], sources=[(0, int(i)) for i in range(4)])
-    assert len(pieces) == 1
-    out = stitch(pieces)
-    assert isinstance(out, Stitched) and out.terminated and out.columns["actions"].tolist() == [0, 1, 2, 3]
-    np.testing.assert_array_equal(out.columns["obs"], OBS[:5])
-    assert out.columns["infos"] == [{"t": 0}, {"t": 1}, {"t": 2}, {"t": 3}]
-    dup = pieces_from_steps(np.array([0, 1, 1]), {k: v[:3] for k, v in cols.items()}, OBS[1:4])
-    assert stitch(dup).reason == "duplicate"
+def rows(steps, files):
+    """Fingerprints of step rows as stitch_rows sees them: step t has obs t, new_obs t+1."""
+    sig = [f"step{t}".encode() for t in steps]
+    return dict(source=files, sig=sig, obs_sig=[f"o{t}".encode() for t in steps],
+                next_sig=[f"o{t + 1}".encode() for t in steps], where=lambda i: f"#{i}")
+
+
+def test_step_rows_join_and_exact_rewrites_in_a_later_file_are_dropped():
+    run = stitch_rows(**rows([0, 1, 2, 1, 2, 3], [0, 0, 0, 1, 1, 1]), ended=[False] * 5 + [True])
+    assert isinstance(run, StepRun)
+    assert run.kept == [0, 1, 2, 5] and run.duplicates == 2 and not run.truncated_by_recording
+    cut = stitch_rows(**rows([0, 1], [0, 0]), ended=[False, False])
+    assert cut.kept == [0, 1] and cut.truncated_by_recording
+
+
+def test_step_rows_that_overlap_gap_or_continue_after_the_end_are_refused():
+    changed = rows([0, 1, 0, 1], [0, 0, 1, 1])
+    changed["sig"][3] = b"changed step 1"
+    assert stitch_rows(**changed, ended=[False] * 4).reason == "overlap"
+    assert stitch_rows(**rows([0, 2], [0, 0]), ended=[False, False]).reason == "obs_mismatch"
+    assert stitch_rows(**rows([0, 1], [0, 0]), ended=[True, False]).reason == "ended_early"

@@ -29,8 +29,8 @@ import pytest
 from offlinerl.algorithms.config_io import ConfigError, load_file
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits, ValueTooLargeError, lz4_decompress
 from offlinerl.convert.packing import PackedDecodeError, unpack
-from offlinerl.convert.rllib_msgpack import EpisodeStateError, decode_state, space_from_rllib
-from offlinerl.convert.samplebatch_lines import LineError, parse_line
+from offlinerl.convert.rllib.msgpack import EpisodeStateError, decode_state, space_from_rllib
+from offlinerl.convert.samplebatch.lines import LineError, parse_line
 from offlinerl.episodes import load_episodes, read_info
 from tests.convert.helpers import pack_state, raw_state, run_cli
 from tests.convert.samplebatch_recordings import batch, pack, sample_batch_line, write_lines
@@ -141,7 +141,7 @@ def test_msgpack_npy_and_zlib_declaring_more_than_they_hold_are_refused():
 
 
 def test_long_lines_are_read_in_chunks_and_reported_not_held(tmp_path):
-    from offlinerl.convert.samplebatch_files import FileRange, LongLine, iter_range_lines, line_numbers
+    from offlinerl.convert.samplebatch.files import FileRange, LongLine, iter_range_lines, line_numbers
 
     path = tmp_path / "output-x_worker-0_0.json.gz"
     size = 32 * MiB
@@ -222,7 +222,7 @@ def _hostile_line(eps_id: int, column: str, value: str) -> str:
 
 
 def _quarantine(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "_quarantine" / "quarantine.jsonl").read_text().splitlines()]
+    return [json.loads(x) for x in (out / "_quarantine" / "records.jsonl").read_text().splitlines()]
 
 
 def test_bombs_in_a_samplebatch_recording_are_quarantined_within_the_memory_envelope(ray_session, tmp_path, capsys):

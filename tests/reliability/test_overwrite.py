@@ -147,7 +147,7 @@ def test_overwrite_with_every_record_quarantined_and_allow_quarantine_replaces(t
     assert convert(rec, tmp_path / "ds", "--overwrite", "--allow-quarantine") == 0
     assert "2 record(s) quarantined (allowed)" in capsys.readouterr().err
     assert read_info(tmp_path / "ds").num_episodes == 0
-    assert (tmp_path / "ds" / "_quarantine" / "quarantine.jsonl").read_text().count("\n") == 2
+    assert (tmp_path / "ds" / "_quarantine" / "records.jsonl").read_text().count("\n") == 2
     assert {k: v for k, v in snapshot(tmp_path).items() if k.startswith("work")} == inputs
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "work"]
 

@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import TOO_LARGE, DecodeLimits
 from offlinerl.convert.payload import decode_columns, encode_columns
-from offlinerl.convert.samplebatch_files import FileRange, LongLine, iter_range_lines
-from offlinerl.convert.samplebatch_layout import describe
-from offlinerl.convert.samplebatch_lines import LineError, parse_line
+from offlinerl.convert.samplebatch.files import FileRange, LongLine, iter_range_lines
+from offlinerl.convert.samplebatch.layout import describe
+from offlinerl.convert.samplebatch.lines import LineError, parse_line
 from offlinerl.convert.stitch import Piece, Stitched, stitch
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.schema import JSON_DTYPE

@@ -4,9 +4,9 @@ rows, then stitch each episode's steps back together.
 Two Ray Data stages use these functions: :func:`read_piece` (``map_batches``
 over (file, row group) pieces: decode every row, attach its file and row
 position) and :func:`stitch_group` (``groupby(key).map_groups``: order one
-episode's rows by (file, row), drop exact re-writes, check continuity, build
-the episode row). Which columns a recording has, and how its extra columns are
-described, is :mod:`offlinerl.convert.rllib_step_columns`.
+episode's rows by (file, row), join them with
+:func:`offlinerl.convert.stitch.stitch_rows`, build the episode row). Which
+columns a recording has, and how its extra columns are described, is :mod:`offlinerl.convert.rllib.step_columns`.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import DecodeBudget, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib_common import (
+from offlinerl.convert.rllib.common import (
     GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
 )
-from offlinerl.convert.rllib_step_columns import CORE_COLUMNS, is_list, plain
+from offlinerl.convert.stitch import StitchProblem, stitch_rows
+from offlinerl.convert.rllib.step_columns import CORE_COLUMNS, is_list, plain
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_concat, from_arrow, to_arrow, value_type
 from offlinerl.episodes.episode import SingleAgentEpisode
@@ -257,37 +258,12 @@ def stitch_group(group: pa.Table, *, settings: StepSettings) -> pa.Table:
                           f"({errors[first]})", errors)
     sig, osig, nsig = (group.column(c).to_pylist() for c in (SIG, OBS_SIG, NEXT_SIG))
     term, trunc = group.column(S.TERMINATED).to_pylist(), group.column(S.TRUNCATED).to_pylist()
-    kept: list[int] = []
-    seen: dict[bytes, int] = {}
-    repeat_at: int | None = None
-    duplicates = 0
-    for i in range(len(files)):
-        if repeat_at is not None and repeat_at < len(kept):
-            if sig[i] == sig[kept[repeat_at]]:
-                duplicates += 1
-                repeat_at += 1
-                continue
-            return quarantine(f"rows re-write steps of this episode but row {_where(paths, files[i], rows[i])} differs "
-                              f"from step {repeat_at} written before (overlapping, not identical)")
-        repeat_at = None
-        new_run = i > 0 and files[i] != files[i - 1]
-        if new_run and sig[i] in seen:
-            duplicates += 1
-            repeat_at = seen[sig[i]] + 1
-            continue
-        if kept:
-            last = kept[-1]
-            if term[last] or trunc[last]:
-                return quarantine(f"row {_where(paths, files[i], rows[i])} continues the episode after its last step "
-                                  f"(terminated/truncated at {_where(paths, files[last], rows[last])}) and is not an "
-                                  "exact re-write")
-            if osig[i] != nsig[last]:
-                return quarantine(f"row {_where(paths, files[i], rows[i])}: obs is not the previous step's new_obs "
-                                  "(missing, reordered or overlapping steps)")
-        seen.setdefault(sig[i], len(kept))
-        kept.append(i)
+    run = stitch_rows(files, sig, osig, nsig, [a or b for a, b in zip(term, trunc)],
+                      where=lambda i: _where(paths, files[i], rows[i]))
+    if isinstance(run, StitchProblem):
+        return quarantine(run.message)
+    kept, duplicates, by_recording = run.kept, run.duplicates, run.truncated_by_recording
     last = kept[-1]
-    by_recording = not (term[last] or trunc[last])
     idx = pa.array(kept, pa.int64())
     if len(kept) <= g.max_steps_per_row:
         return arrow_row(

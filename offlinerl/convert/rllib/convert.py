@@ -5,9 +5,9 @@ Two layouts are detected from the first readable file:
 - ``columns`` (``output_write_episodes=False``): one row per env step with
   ``eps_id, agent_id, module_id, obs, actions, rewards, new_obs, terminateds,
   truncateds`` and extra model outputs; ``obs``/``new_obs`` usually packed by
-  RLlib's ``pack()``. See :mod:`offlinerl.convert.rllib_columns`.
+  RLlib's ``pack()``. See :mod:`offlinerl.convert.rllib.columns`.
 - ``episodes`` (``output_write_episodes=True``): one binary column ``item``
-  holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib_chunks`.
+  holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib.chunks`.
 
 Both run as Ray Data jobs: read (file, row group) pieces with
 ``map_batches``, group rows by episode with ``groupby(...).map_groups``,
@@ -34,23 +34,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from offlinerl.convert import rllib_chunks, rllib_columns
+from offlinerl.convert.rllib import chunks as rllib_chunks, columns as rllib_columns
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib_common import (
+from offlinerl.convert.rllib.common import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
 )
-from offlinerl.convert.rllib_msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
-from offlinerl.convert.rllib_step_columns import extra_specs, plain
+from offlinerl.convert.rllib.msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
+from offlinerl.convert.rllib.step_columns import extra_specs, plain
+from offlinerl.convert.quarantine import QUARANTINE_PATH, QuarantineWriter
+from offlinerl.convert.spaces import env_spaces
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
 
-__all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout", "QUARANTINE_FILE"]
+__all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout"]
 
-QUARANTINE_DIR = "_quarantine"
-QUARANTINE_FILE = "records.jsonl"
-CONVERTER = "offlinerl.convert.rllib_parquet"
+CONVERTER = "offlinerl.convert.rllib.convert"
 
 
 @dataclass
@@ -93,7 +93,7 @@ class ConversionReport:
             f"    truncated:           {self.truncated} (of which cut by the end of the recording: {self.truncated_by_recording})",
             f"  exact re-writes dropped: {self.duplicate_records_dropped} {unit} in {self.episodes_with_duplicates} episodes",
             f"  quarantined:           {self.records_quarantined} {unit}, {self.episodes_quarantined} episodes"
-            + (f" -> {Path(self.output) / QUARANTINE_DIR / QUARANTINE_FILE}" if self.quarantined else ""),
+            + (f" -> {Path(self.output) / QUARANTINE_PATH}" if self.quarantined else ""),
             f"  spaces:                {self.spaces_from}",
         ]
         lines += [f"  note: {n}" for n in self.notes]
@@ -131,22 +131,6 @@ def detect_layout(schema: pa.Schema) -> str:
     if {"eps_id", "obs", "actions"} <= names:
         return "columns"
     raise ValueError(f"not an RLlib new-stack recording: columns {sorted(names)} (expected 'item', or eps_id/obs/actions/...)")
-
-
-def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict | None]:
-    try:
-        env = gym.make(env_id)
-    except Exception as exc:  # gymnasium raises its own error types, or the env's import errors
-        raise ValueError(f"--env {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
-    try:
-        spaces = env.observation_space, env.action_space
-    finally:
-        env.close()
-    try:
-        spec = json.loads(gym.spec(env_id).to_json())
-    except Exception:  # an env spec with non-JSON kwargs: keep the id only
-        spec = None
-    return spaces[0], spaces[1], spec
 
 
 def _first_chunk(files: Sequence[Path], limits: DecodeLimits, need_spaces: bool, limit: int = 1000):
@@ -304,7 +288,8 @@ def convert_rllib_parquet(
     if observation_space is not None and action_space is not None:
         report.spaces_from = "given"
     if env_id:
-        env_obs, env_act, env_spec = _env_spaces(env_id)
+        env = env_spaces(env_id)
+        env_obs, env_act, env_spec = env.observation_space, env.action_space, env.env_spec
         observation_space, action_space = observation_space or env_obs, action_space or env_act
         report.spaces_from = report.spaces_from or f"env {env_id}"
     group = _settings(scan, report, observation_space, action_space, max_steps_per_row, limits)
@@ -388,11 +373,8 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
         os.rename(f, tmp / f.name)
     shutil.rmtree(staging)
     report.episodes = info.num_episodes
-    if quarantine:
-        qdir = tmp / QUARANTINE_DIR
-        qdir.mkdir()
-        with open(qdir / QUARANTINE_FILE, "w") as fh:
-            for rec in quarantine:
-                fh.write(json.dumps(rec) + "\n")
+    with QuarantineWriter(tmp) as out:
+        for rec in quarantine:
+            out.write(rec)
     info.provenance["report"] = report.to_json()
     info.write(tmp)

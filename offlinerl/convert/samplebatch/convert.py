@@ -8,7 +8,7 @@ distributed ``groupby(key).map_groups`` stitches each episode
 directory, the driver reads only the small per-episode metadata to decide the
 layout (spaces, extra columns) and count, and a second Ray pass encodes the
 staged episodes into the final parquet files. Unreadable lines and ambiguous
-episodes go to ``OUT/_quarantine/quarantine.jsonl``. ``docs/convert.md``
+episodes go to ``OUT/_quarantine/records.jsonl`` (:mod:`offlinerl.convert.quarantine`). ``docs/convert.md``
 describes what is read, inferred, kept and dropped.
 """
 
@@ -27,34 +27,31 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
+from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
-from offlinerl.convert.samplebatch_files import (
+from offlinerl.convert.quarantine import QuarantineWriter, raw_excerpt
+from offlinerl.convert.spaces import env_spaces
+from offlinerl.convert.samplebatch.files import (
     DEFAULT_RANGE_BYTES,
     InputError,
     line_numbers,
     plan_ranges,
     resolve_inputs,
 )
-from offlinerl.convert.samplebatch_layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
-from offlinerl.convert.samplebatch_report import ConversionReport
-from offlinerl.convert.samplebatch_stages import encode_stage_files, read_ranges, stitch_group
+from offlinerl.convert.samplebatch.layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
+from offlinerl.convert.samplebatch.report import ConversionReport
+from offlinerl.convert.samplebatch.stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import space_to_json
 
-__all__ = ["SampleBatchConvertConfig", "ConversionReport", "ConvertUsageError", "convert_samplebatch", "QUARANTINE_DIR"]
+__all__ = ["SampleBatchConvertConfig", "ConversionReport", "convert_samplebatch"]
 
-#: Sub-directory of the output holding ``quarantine.jsonl`` (readers only glob top-level ``*.parquet``).
-QUARANTINE_DIR = "_quarantine"
 #: Staged episodes per parquet row group: bounds what one encode task reads at once.
 _STAGE_ROW_GROUP = 128
 _UNSQUASH_FORMULA = "clip(low + (a + 1) * (high - low) / 2, low, high)"
-
-
-class ConvertUsageError(ValueError):
-    """The request itself is wrong (inputs, output, flags); nothing was converted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,23 +106,6 @@ class SampleBatchConvertConfig:
         return DecodeLimits(max_value_bytes=self.max_value_bytes)
 
 
-def _env_spaces(env_id: str) -> tuple[gym.Space, gym.Space, dict[str, Any] | None]:
-    try:
-        env = gym.make(env_id)
-    except Exception as exc:  # gymnasium raises several error types for unknown or broken ids
-        raise ConvertUsageError(f"--env {env_id}: cannot make the environment: {exc}") from exc
-    try:
-        spec = None
-        if env.spec is not None:
-            try:
-                spec = json.loads(env.spec.to_json())
-            except Exception:  # a spec with non-JSON kwargs: keep only the id
-                spec = None
-        return env.observation_space, env.action_space, spec
-    finally:
-        env.close()
-
-
 def _is_bounded_box(space: gym.Space | None) -> bool:
     return isinstance(space, gym.spaces.Box) and bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
 
@@ -172,9 +152,9 @@ def _scan_layout(stage: Path, report: ConversionReport) -> _Layout:
     return layout
 
 
-def _write_quarantine(stage: Path, qdir: Path, files: list[Path], extra_records: list[dict[str, Any]],
+def _write_quarantine(stage: Path, out_dir: Path, files: list[Path], extra_records: list[dict[str, Any]],
                       report: ConversionReport) -> None:
-    """Count quarantine rows and write them (with 1-based line numbers) to ``quarantine.jsonl``."""
+    """Count quarantine rows and write them (with 1-based line numbers) to the quarantine file."""
     offsets: dict[int, list[int]] = defaultdict(list)
     episodes: dict[str, list[Any]] = {}
     for row in _stage_rows(stage, ["key", "file_index", "offset", "meta"], kind="quarantine"):
@@ -193,26 +173,24 @@ def _write_quarantine(stage: Path, qdir: Path, files: list[Path], extra_records:
     if not offsets:
         return
     numbers = {fi: line_numbers(str(files[fi]), offs) for fi, offs in offsets.items()}
-    qdir.mkdir()
-    path = qdir / "quarantine.jsonl"
-    report.quarantine_file = f"{QUARANTINE_DIR}/quarantine.jsonl"
 
     def where(fi: int, off: int) -> dict[str, Any]:
         return {"file": str(files[fi]), "line": numbers[fi].get(off), "byte_offset": off}
 
-    with open(path, "w") as out:
+    with QuarantineWriter(out_dir) as out:
         for row in _stage_rows(stage, ["file_index", "offset", "payload", "meta"], kind="quarantine"):
             meta = json.loads(row["meta"])
             rec = {**where(row["file_index"], row["offset"]), "level": meta["level"], "reason": meta["reason"],
                    "message": meta["message"]}
             if meta["level"] == "line":
-                rec["raw"] = row["payload"].decode("utf-8", errors="replace").rstrip("\n")
+                rec.update(raw_excerpt(row["payload"].decode("utf-8", errors="replace").rstrip("\n")))
             else:
                 rec["episode"] = meta["episode"]
-            out.write(json.dumps(rec) + "\n")
+            out.write(rec)
         for rec in extra_records:
-            out.write(json.dumps({**where(rec["file_index"], rec["offset"]), "level": "episode",
-                                  "reason": rec["reason"], "message": rec["message"], "episode": rec["episode"]}) + "\n")
+            out.write({**where(rec["file_index"], rec["offset"]), "level": "episode",
+                       "reason": rec["reason"], "message": rec["message"], "episode": rec["episode"]})
+    report.quarantine_file = out.relative_path
 
 
 def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max_steps: int, unsquash: bool,
@@ -317,7 +295,8 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     report = ConversionReport(files=len(files))
     obs_space, act_space, env_spec = config.observation_space, config.action_space, None
     if config.env_id:
-        obs_space, act_space, env_spec = _env_spaces(config.env_id)
+        env = env_spaces(config.env_id)
+        obs_space, act_space, env_spec = env.observation_space, env.action_space, env.env_spec
         report.observation_space_from = report.action_space_from = f"env {config.env_id}"
     else:
         report.observation_space_from = "given" if obs_space is not None else "inferred"
@@ -347,7 +326,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         report.kept_columns = {n: s["dtype"] + (f"{s['shape']}" if s["shape"] else "") for n, s in extras.items()}
         rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row,
                                              config.unsquash_actions, report)
-        _write_quarantine(stage, tmp / QUARANTINE_DIR, files, rejected, report)
+        _write_quarantine(stage, tmp, files, rejected, report)
         refuse_quarantine_over_existing(out, report.quarantined, config.allow_quarantine)
         layout_kwargs = {
             "observation_space": json.dumps(space_to_json(obs_space)),

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError
-from offlinerl.convert.rllib_common import (
+from offlinerl.convert.rllib.common import (
     GroupSettings,
     digest,
     empty_batch,
@@ -28,7 +28,7 @@ from offlinerl.convert.rllib_common import (
     quarantine_row,
     record,
 )
-from offlinerl.convert.rllib_msgpack import EpisodeChunk, EpisodeStateError, chunk_from_state, decode_state
+from offlinerl.convert.rllib.msgpack import EpisodeChunk, EpisodeStateError, chunk_from_state, decode_state
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_len, batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes

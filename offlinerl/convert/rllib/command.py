@@ -1,0 +1,63 @@
+"""``offlinerl convert rllib-parquet``: RLlib new-API-stack parquet recordings -> episode dataset."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, Converter
+from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, show_progress, space_arg
+
+__all__ = ["CONVERTER"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="+", help="recording directory (searched recursively), parquet files or globs")
+    p.add_argument("--env", dest="env_id", help="gymnasium env id: spaces and env spec come from it")
+    p.add_argument("--observation-space", help="observation space as JSON text or a JSON file (overrides --env)")
+    p.add_argument("--action-space", help="action space as JSON text or a JSON file (overrides --env)")
+    p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
+    add_allow_quarantine(p)
+    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
+    add_max_value_bytes(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ray.data
+
+    from offlinerl.convert.rllib.convert import convert_rllib_parquet
+    from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError
+    from offlinerl.ray_utils import init_ray
+
+    try:
+        obs_space = space_arg(args.observation_space, "--observation-space")
+        act_space = space_arg(args.action_space, "--action-space")
+        init_ray(args.ray_address)
+        ray.data.DataContext.get_current().enable_progress_bars = show_progress()
+        report = convert_rllib_parquet(
+            args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
+            max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
+            allow_quarantine=args.allow_quarantine,
+            max_value_bytes=args.max_value_bytes,
+        )
+    except (FileNotFoundError, OutputExistsError, ValueError) as exc:
+        print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(report.text())
+    if report.quarantined and not args.allow_quarantine:
+        print("some records were quarantined (see above); pass --allow-quarantine to accept that", file=sys.stderr)
+        return EXIT_QUARANTINED
+    return EXIT_OK
+
+
+CONVERTER = Converter(
+    name="rllib-parquet",
+    help="RLlib new-API-stack recordings (offline_data output=...): per-step rows or msgpack episodes",
+    description="Convert parquet written by RLlib's new API stack (config.offline_data(output=...)) into an "
+    "episode dataset. Both layouts are detected: one row per env step (output_write_episodes=False) and one "
+    "msgpack episode state per row (output_write_episodes=True; decoded without pickle). Steps of an episode "
+    "may be spread over files and run folders: all **/*.parquet files are read in path order and grouped "
+    "by episode with Ray Data. Unreadable records go to OUT/_quarantine/records.jsonl.",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,54 @@
+"""The one place converters turn an env id into observation/action spaces and an env spec."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from offlinerl.convert.interface import ConvertUsageError
+
+__all__ = ["EnvSpaces", "env_spaces"]
+
+
+@dataclass(frozen=True)
+class EnvSpaces:
+    """What a converter takes from an env."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    env_spec: dict[str, Any] | None
+    """The made env's spec in gymnasium's JSON form (kwargs included); None if it does not serialise."""
+
+
+def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> EnvSpaces:
+    """Make ``env_id`` once and return its spaces and spec; ``ConvertUsageError`` if it cannot be made.
+
+    ``trusted=False`` for an id read from a recording: ``module:Env-v0`` ids (which would import
+    ``module``) are refused (:func:`offlinerl.env.env_check.refuse_importing_id`).
+    """
+    if not trusted:
+        # imported here: offlinerl.env pulls in torch and the EnvRunners, which the Ray tasks of a
+        # conversion (which import the converter modules) must not pay for
+        from offlinerl.env.env_check import EnvMismatchError, refuse_importing_id
+
+        try:
+            refuse_importing_id(env_id, what)
+        except EnvMismatchError as exc:
+            raise ConvertUsageError(str(exc)) from None
+    try:
+        env = gym.make(env_id)
+    except Exception as exc:  # gymnasium raises several error types for unknown or broken ids
+        raise ConvertUsageError(f"{what} {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
+    try:
+        spec = None
+        if env.spec is not None:
+            try:
+                spec = json.loads(env.spec.to_json())
+            except Exception:  # a spec with non-JSON kwargs: keep none
+                spec = None
+        return EnvSpaces(env.observation_space, env.action_space, spec)
+    finally:
+        env.close()
