@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from offlinerl.convert.interface import ConvertUsageError
+from offlinerl.episodes.env_ids import importing_id_problem
 
 __all__ = ["EnvSpaces", "env_spaces"]
 
@@ -27,17 +28,10 @@ def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> Env
     """Make ``env_id`` once and return its spaces and spec; ``ConvertUsageError`` if it cannot be made.
 
     ``trusted=False`` for an id read from a recording: ``module:Env-v0`` ids (which would import
-    ``module``) are refused (:func:`offlinerl.env.env_check.refuse_importing_id`).
+    ``module``) are refused (:func:`offlinerl.episodes.env_ids.importing_id_problem`).
     """
-    if not trusted:
-        # imported here: offlinerl.env pulls in torch and the EnvRunners, which the Ray tasks of a
-        # conversion (which import the converter modules) must not pay for
-        from offlinerl.env.env_check import EnvMismatchError, refuse_importing_id
-
-        try:
-            refuse_importing_id(env_id, what)
-        except EnvMismatchError as exc:
-            raise ConvertUsageError(str(exc)) from None
+    if not trusted and (problem := importing_id_problem(env_id, what)) is not None:
+        raise ConvertUsageError(problem)
     try:
         env = gym.make(env_id)
     except Exception as exc:  # gymnasium raises several error types for unknown or broken ids

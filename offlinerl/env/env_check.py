@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
+from offlinerl.episodes.env_ids import importing_id_problem
+
 __all__ = ["EnvMismatchError", "check_env", "refuse_importing_id", "space_mismatch"]
 
 
@@ -52,10 +54,8 @@ def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> s
 
 def refuse_importing_id(env_id: str, what: str = "the data") -> None:
     """Refuse an env id read from a file that would make gymnasium import a module (``module:Env-v0``)."""
-    if ":" in env_id:
-        raise EnvMismatchError(f"{what} names the env {env_id!r}, which would import the module "
-                               f"{env_id.split(':')[0]!r}; ids read from files are not imported - pass the env "
-                               "explicitly (--env / evaluation.env) if you trust it")
+    if (problem := importing_id_problem(env_id, what)) is not None:
+        raise EnvMismatchError(problem)
 
 
 def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space,
