@@ -99,6 +99,11 @@ class NormalizeObservations(ConnectorV2):
         self.stats.merge(n, mean, var)
         self._cache = None
 
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(mean, 1 / sqrt(var + eps))`` as float32 ``[D]`` arrays: exactly what ``__call__`` applies
+        (an exported policy bakes these in)."""
+        return self._coeffs()
+
     def _coeffs(self) -> tuple[np.ndarray, np.ndarray]:
         if self._cache is None:
             if self.stats.mean is None:

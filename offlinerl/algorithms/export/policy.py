@@ -1,0 +1,172 @@
+"""``export_policy``: write a checkpoint's policy as one TorchScript or ONNX file.
+
+The file holds a ``DeployedPolicy`` (raw env observation in, env action out; see ``deployed.py``)
+and its description (``policy_metadata``): in the ONNX model's ``metadata_props`` under
+``offlinerl_policy``, in the TorchScript archive as the extra file ``offlinerl_policy.json``, and
+beside the file as ``FILE.json``. Running it needs only onnxruntime or torch, not offlinerl.
+
+Both formats are traced at a batch of 2 with the batch dimension left free: TorchScript with
+``torch.jit.trace``, ONNX with torch's TorchScript-based exporter (``dynamo=False``), which needs
+the ``onnx`` package but not ``onnxscript``. Torch 2.13 marks both as deprecated; their warnings
+(and the tracer's, about Python branches on the batch size that do not change the result) are
+silenced here and the parity tests stand in for them.
+
+The output is written atomically (a temporary file renamed into place); an existing file is
+replaced only with ``overwrite=True``, and never the checkpoint or anything inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from offlinerl.algorithms.checkpoint import Checkpoint, load_checkpoint
+from offlinerl.algorithms.export.deployed import DeployedPolicy, policy_inputs, policy_output
+from offlinerl.connectors import observation_connectors
+from offlinerl.episodes.atomic import OutputExistsError, UnsafeOutputError
+from offlinerl.episodes.spaces import space_to_json
+
+__all__ = ["FORMATS", "METADATA_KEY", "ExportError", "MissingDependencyError", "build_deployed_policy",
+           "export_policy", "policy_metadata"]
+
+#: What ``export_policy`` writes.
+FORMATS = ("onnx", "torchscript")
+POLICY_FORMAT = "offlinerl-policy"
+POLICY_FORMAT_VERSION = 1
+#: The ONNX ``metadata_props`` key; the TorchScript extra file is ``METADATA_KEY + ".json"``.
+METADATA_KEY = "offlinerl_policy"
+ONNX_OPSET = 17
+INSTALL_HINT = "pip install 'offlinerl[export]'"
+
+
+class ExportError(ValueError):
+    """A policy that cannot be exported as asked; the message says why and what to do."""
+
+
+class MissingDependencyError(ExportError):
+    """An optional package the format needs is not installed."""
+
+
+def _module(ckpt: Checkpoint, module_id: str | None) -> Any:
+    ids = ckpt.module_ids
+    if module_id is None:
+        if len(ids) != 1:
+            raise ExportError(f"{ckpt.path} holds modules {ids}; choose one with module_id (--module-id)")
+        module_id = ids[0]
+    if module_id not in ids:
+        raise ExportError(f"{ckpt.path} has no module {module_id!r}; it holds {ids}")
+    return module_id, ckpt.build_module(inference_only=True)[module_id]
+
+
+def build_deployed_policy(checkpoint: str | Path | Checkpoint, module_id: str | None = None) -> DeployedPolicy:
+    """The checkpoint's acting path as one module (``CheckpointError`` for a bad checkpoint)."""
+    ckpt = load_checkpoint(checkpoint)
+    ckpt.env_to_module()  # checks the saved statistics; CheckpointError names what is wrong
+    module_id, module = _module(ckpt, module_id)
+    obs = observation_connectors(ckpt.observation_space, ckpt.config.normalize_observations, ckpt.connector_state)
+    policy = DeployedPolicy(module, ckpt.observation_space, ckpt.action_space, obs.normalize)
+    policy.module_id = module_id
+    return policy.eval()
+
+
+def policy_metadata(ckpt: Checkpoint, policy: DeployedPolicy, fmt: str) -> dict[str, Any]:
+    """What a deployed file says about itself: source, spaces, inputs and output (JSON)."""
+    from offlinerl import __version__
+
+    return {
+        "format": POLICY_FORMAT, "format_version": POLICY_FORMAT_VERSION, "runtime": fmt,
+        "offlinerl_version": __version__, "checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm,
+        "module_id": policy.module_id, "iteration": ckpt.meta["iteration"], "num_updates": ckpt.meta["num_updates"],
+        "normalize_observations": policy.normalize,
+        "observation_space": space_to_json(ckpt.observation_space), "action_space": space_to_json(ckpt.action_space),
+        "inputs": [spec.to_json() for spec in policy_inputs(ckpt.observation_space)],
+        "outputs": [policy_output(ckpt.action_space)],
+    }
+
+
+@contextmanager
+def _quiet_tracing() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        for text in (r".*torch\.jit\.trace.* is deprecated", r".*legacy TorchScript-based ONNX export",
+                     r"The feature will be removed"):
+            warnings.filterwarnings("ignore", message=text)
+        yield
+
+
+def _write_torchscript(policy: DeployedPolicy, meta: dict[str, Any], tmp: Path) -> None:
+    with _quiet_tracing(), torch.no_grad():
+        traced = torch.jit.trace(policy, policy.example_inputs())
+    torch.jit.save(traced, str(tmp), _extra_files={f"{METADATA_KEY}.json": json.dumps(meta)})
+
+
+def _write_onnx(policy: DeployedPolicy, meta: dict[str, Any], tmp: Path) -> None:
+    try:
+        import onnx
+    except ImportError:
+        raise MissingDependencyError(f"ONNX export needs the onnx package: {INSTALL_HINT}") from None
+    names = [spec["name"] for spec in meta["inputs"]]
+    batch = {name: {0: "batch"} for name in [*names, "actions"]}
+    with _quiet_tracing(), torch.no_grad():
+        torch.onnx.export(policy, policy.example_inputs(), str(tmp), input_names=names, output_names=["actions"],
+                          dynamic_axes=batch, opset_version=ONNX_OPSET, dynamo=False)
+    model = onnx.load(str(tmp))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps(meta)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp))
+
+
+def _within(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def _check_output(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
+    source = ckpt.path.resolve()
+    for target in (out, _sidecar(out)):
+        if _within(target, source) or _within(source, target):
+            raise UnsafeOutputError(f"{target}: refusing to write here: it is or lies inside the checkpoint {source}")
+        if target.is_dir():
+            raise UnsafeOutputError(f"{target} is a directory; give the file to write, e.g. {target / 'policy.onnx'}")
+        if target.exists() and not overwrite:
+            raise OutputExistsError(f"{target} exists; pass --overwrite (overwrite=True) to replace it")
+
+
+def _sidecar(out: Path) -> Path:
+    return out.with_name(out.name + ".json")
+
+
+def export_policy(checkpoint: str | Path | Checkpoint, path: str | Path, fmt: str = "onnx", *,
+                  module_id: str | None = None, overwrite: bool = False) -> Path:
+    """Write the checkpoint's policy to ``path`` as ``fmt`` ("onnx" or "torchscript") and its metadata
+    to ``path + ".json"``; returns ``path``.
+
+    Raises ``CheckpointError`` (bad checkpoint), ``MissingDependencyError`` (``onnx`` not installed),
+    ``OutputExistsError``/``UnsafeOutputError`` (refused output; nothing written) or ``ExportError``.
+    """
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    ckpt = load_checkpoint(checkpoint)
+    out = Path(path).resolve()
+    _check_output(out, ckpt, overwrite)
+    policy = build_deployed_policy(ckpt, module_id)
+    meta = policy_metadata(ckpt, policy, fmt)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(4)
+    tmp, tmp_meta = out.with_name(f".{out.name}.tmp-{token}"), out.with_name(f".{out.name}.json.tmp-{token}")
+    try:
+        (_write_onnx if fmt == "onnx" else _write_torchscript)(policy, meta, tmp)
+        tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
+        os.replace(tmp_meta, _sidecar(out))
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp_meta.unlink(missing_ok=True)
+    return out
