@@ -1,4 +1,5 @@
-"""``offlinerl export FORMAT ...``: write an episode dataset in another tool's format."""
+"""``offlinerl export FORMAT ...``: write an episode dataset in another tool's format (``minari``), or a
+checkpoint's policy as one deployable file (``policy``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from offlinerl.cli.common import overwrite_help
+from offlinerl.cli.export_policy import register_policy
 
 __all__ = ["register"]
 
@@ -13,8 +15,9 @@ __all__ = ["register"]
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "export",
-        help="export an episode dataset in another tool's format (Minari)",
-        description="Export an episode parquet dataset in another tool's format.",
+        help="export an episode dataset in another tool's format (Minari), or a policy to deploy (ONNX, TorchScript)",
+        description="Export an episode parquet dataset in another tool's format, or a checkpoint's policy as one "
+        "self-contained ONNX or TorchScript file.",
     )
     formats = parser.add_subparsers(dest="format", metavar="FORMAT")
     formats.required = True
@@ -34,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help=overwrite_help("Minari dataset", "data/metadata.json", "ROOT/DATASET_ID"))
     p.set_defaults(func=run_minari)
+    register_policy(formats)
 
 
 def run_minari(args: argparse.Namespace) -> int:

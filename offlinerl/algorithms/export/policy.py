@@ -162,7 +162,11 @@ def export_policy(checkpoint: str | Path | Checkpoint, path: str | Path, fmt: st
     token = secrets.token_hex(4)
     tmp, tmp_meta = out.with_name(f".{out.name}.tmp-{token}"), out.with_name(f".{out.name}.json.tmp-{token}")
     try:
-        (_write_onnx if fmt == "onnx" else _write_torchscript)(policy, meta, tmp)
+        try:
+            (_write_onnx if fmt == "onnx" else _write_torchscript)(policy, meta, tmp)
+        except (RuntimeError, TypeError) as exc:  # tracing or the exporter: e.g. a custom module it cannot follow
+            raise ExportError(f"{ckpt.path}: the {ckpt.module_class.__name__} policy could not be exported as "
+                              f"{fmt}: {type(exc).__name__}: {str(exc)[:300]}") from exc
         tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
         os.replace(tmp_meta, _sidecar(out))
         os.replace(tmp, out)
