@@ -146,8 +146,7 @@ RUN_TORCHSCRIPT = textwrap.dedent("""
     policy = torch.jit.load(str(folder / "policy.pt"), _extra_files=extra)
     meta = json.loads(extra["%s.json"])
     inputs = [torch.from_numpy(np.load(folder / (spec["name"] + ".npy"))) for spec in meta["inputs"]]
-    with torch.no_grad():
-        np.save(folder / "actions.npy", policy(*inputs).numpy())
+    np.save(folder / "actions.npy", policy(*inputs).numpy())  # no torch.no_grad() needed
     assert not any(m == "offlinerl" or m.startswith("offlinerl.") for m in sys.modules), "offlinerl was imported"
 """ % (METADATA_KEY, METADATA_KEY))
 

@@ -73,7 +73,7 @@ def build_deployed_policy(checkpoint: str | Path | Checkpoint, module_id: str | 
     obs = observation_connectors(ckpt.observation_space, ckpt.config.normalize_observations, ckpt.connector_state)
     policy = DeployedPolicy(module, ckpt.observation_space, ckpt.action_space, obs.normalize)
     policy.module_id = module_id
-    return policy.eval()
+    return policy.eval().requires_grad_(False)  # the file's outputs then carry no autograd graph (.numpy() works)
 
 
 def policy_metadata(ckpt: Checkpoint, policy: DeployedPolicy, fmt: str) -> dict[str, Any]:
