@@ -83,9 +83,10 @@ class DeployedPolicy(nn.Module):
     """Raw observations in, env actions out: flatten, normalise, ``forward_inference``, actions to the env."""
 
     def __init__(self, module: nn.Module, observation_space: gym.Space, action_space: gym.Space,
-                 normalize: NormalizeObservations | None) -> None:
+                 normalize: NormalizeObservations | None, module_id: str = C.DEFAULT_MODULE_ID) -> None:
         super().__init__()
         self.module = module.eval()
+        self.module_id = module_id
         self.inputs = policy_inputs(observation_space)
         self.action_space = action_space
         self.normalize = normalize is not None

@@ -71,8 +71,7 @@ def build_deployed_policy(checkpoint: str | Path | Checkpoint, module_id: str | 
     ckpt.env_to_module()  # checks the saved statistics; CheckpointError names what is wrong
     module_id, module = _module(ckpt, module_id)
     obs = observation_connectors(ckpt.observation_space, ckpt.config.normalize_observations, ckpt.connector_state)
-    policy = DeployedPolicy(module, ckpt.observation_space, ckpt.action_space, obs.normalize)
-    policy.module_id = module_id
+    policy = DeployedPolicy(module, ckpt.observation_space, ckpt.action_space, obs.normalize, module_id)
     return policy.eval().requires_grad_(False)  # the file's outputs then carry no autograd graph (.numpy() works)
 
 
