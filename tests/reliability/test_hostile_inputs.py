@@ -255,7 +255,7 @@ def test_bombs_in_a_samplebatch_recording_are_quarantined_within_the_memory_enve
     assert "record(s) quarantined" in err and "Traceback" not in err
     out = tmp_path / "ds"
     report = read_info(out).provenance["report"]
-    assert report["lines_read"] == 6 and report["line_reasons"] == {"too_large": 4}
+    assert report["records_read"] == 6 and report["record_reasons"] == {"too_large": 4}
     assert sorted(e.id for e in load_episodes(out)) == ["1", "9"]
     records = sorted(_quarantine(out), key=lambda r: r["line"])
     assert [(Path(r["file"]).name, r["line"], r["reason"]) for r in records] == [
