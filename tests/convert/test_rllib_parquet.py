@@ -148,9 +148,12 @@ def test_rewrites_deduped_overlaps_and_corruption_quarantined(shared_fixtures, t
     for r in records:
         by_file.setdefault(Path(r["file"]).name, []).append(r)
     assert len(by_file["000.parquet"]) == len(by_file["001.parquet"]) == lengths[order[0]]
-    assert all("differs" in r["reason"] for r in by_file["001.parquet"])
-    assert by_file["002.parquet"][0]["row"] == 0 and "obs" in by_file["002.parquet"][0]["reason"]
-    assert by_file["003.parquet"][0]["row"] is None and "unreadable file" in by_file["003.parquet"][0]["reason"]
+    assert all(r["reason"] == "overlap" and "differs" in r["message"] for r in by_file["001.parquet"])
+    assert by_file["002.parquet"][0]["row"] == 1 and "obs" in by_file["002.parquet"][0]["message"]
+    unreadable = by_file["003.parquet"][0]
+    assert unreadable["row"] is None and unreadable["level"] == "file" and unreadable["reason"] == "unreadable_file"
+    assert "unreadable file" in unreadable["message"]
+    assert all({"file", "row", "level", "reason", "message"} <= set(r) for r in records)
 
     # the same input converts with exit code 0 when quarantine is accepted; an existing output is refused
     assert run_cli(["convert", "rllib-parquet", str(tmp_path / "rec"), "-o", str(out)]) == 2
@@ -215,9 +218,11 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
     for name, values in original.extras.items():
         np.testing.assert_array_equal(joined.extras[name], values)
     records = [json.loads(line) for line in (tmp_path / "out" / "_quarantine" / QUARANTINE_FILE).read_text().splitlines()]
+    messages = {(Path(r["file"]).name, r["row"]): r["message"] for r in records}  # rows are 1-based
+    assert "object array" in messages[("b.parquet", 3)] and ("b.parquet", 4) in messages
+    assert "missing or overlapping chunk" in messages[("a.parquet", 3)] == messages[("a.parquet", 4)]
     reasons = {(Path(r["file"]).name, r["row"]): r["reason"] for r in records}
-    assert "object array" in reasons[("b.parquet", 2)] and ("b.parquet", 3) in reasons
-    assert "missing or overlapping chunk" in reasons[("a.parquet", 2)] == reasons[("a.parquet", 3)]
+    assert reasons[("b.parquet", 3)] == "refused_pickle" and reasons[("a.parquet", 3)] == "gap"
 
 
 def test_multi_agent_unpacked_columns_across_files(tmp_path):

@@ -164,12 +164,13 @@ def _scan(files: Sequence[Path]) -> _Scan:
             meta = pq.ParquetFile(f).metadata
             layout = detect_layout(meta.schema.to_arrow_schema())
         except (OSError, pa.ArrowException, ValueError) as exc:
-            scan.quarantine.append(record(str(f), None, f"unreadable file: {type(exc).__name__}: {exc}"))
+            scan.quarantine.append(record(str(f), None, "file", "unreadable_file",
+                                          f"unreadable file: {type(exc).__name__}: {exc}"))
             continue
         scan.layout = scan.layout or layout
         if layout != scan.layout:
-            scan.quarantine.append(record(str(f), None, f"file has the {layout} layout, the recording the "
-                                                        f"{scan.layout} layout"))
+            scan.quarantine.append(record(str(f), None, "file", "layout_mismatch",
+                                          f"file has the {layout} layout, the recording the {scan.layout} layout"))
             continue
         offset = 0
         for g in range(meta.num_row_groups):
@@ -179,7 +180,7 @@ def _scan(files: Sequence[Path]) -> _Scan:
         scan.rows += meta.num_rows
     if scan.layout is None:
         raise ValueError(f"none of the {len(files)} parquet files is a readable RLlib recording "
-                         f"(first problem: {scan.quarantine[0]['reason']})")
+                         f"(first problem: {scan.quarantine[0]['message']})")
     return scan
 
 
