@@ -215,7 +215,7 @@ def main() -> None:
                 inputs=(str(src),), output=str(out), env_id="CartPole-v1", range_bytes=args.range_mib << 20))
             seconds = time.time() - t0
             mem = sampler.stop()
-            assert report.steps == steps and report.quarantined == 0, report.to_text()
+            assert report.steps == steps and report.quarantined == 0, report.text()
             row = {"steps": steps, "episodes": report.episodes, "files": args.files, "input_mib": size / 2**20,
                    "output_mib": sum(f.stat().st_size for f in out.glob("*.parquet")) / 2**20,
                    "generate_s": gen_s, "convert_s": seconds, "steps_per_s": steps / seconds,

@@ -1,13 +1,15 @@
 """The one quarantine layout of every converter: ``OUT/_quarantine/records.jsonl``.
 
-One JSON object per line, one line per record that was not converted:
-``file`` (the source file), ``line`` (1-based, text recordings) or ``row``
-(0-based row of a parquet file, ``null`` for a whole unreadable file),
-``reason`` and, where the converter has them, ``message``, ``level`` and
-context (the episode it belonged to). A text record's ``raw`` holds the record
-as it was, cut to :data:`MAX_RAW_CHARS` characters (``raw_chars`` then says how
-long it was). Readers of a dataset only glob top-level ``*.parquet``, so the
-folder never looks like data. Documented in docs/convert.md.
+One JSON object per line, one line per record that was not converted, with the
+same keys for every converter: ``file`` (the source file); its 1-based position,
+``line`` (text recordings) or ``row`` (parquet; ``null`` when the whole file is
+quarantined); ``level`` (``line``/``row``: the record itself is bad, ``episode``:
+its episode was quarantined whole, ``file``); ``reason`` (a short code);
+``message`` (the text for a person); context such as the episode. A text
+record's ``raw`` holds the record as it was, cut to :data:`MAX_RAW_CHARS`
+characters (``raw_chars`` then says how long it was). Readers of a dataset only
+glob top-level ``*.parquet``, so the folder never looks like data. Documented
+in docs/convert.md ("The quarantine layout").
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def check_against_expected(out, expected_path):
         # float64 sum of the stored values equals expected.json's fsum (1e-6 covers summation order).
         assert math.isclose(math.fsum(ep.rewards.astype(np.float64)), want["return"], rel_tol=1e-6, abs_tol=1e-9)
     report = info.provenance["report"]
-    assert report["lines_read"] == exp["num_records"] and report["lines_quarantined"] == 0
+    assert report["records_read"] == exp["num_records"] and report["records_quarantined"] == 0
     assert report["episodes_quarantined"] == 0 and report["truncated_by_recording"] == exp["num_incomplete"]
     return info, episodes, exp
 
@@ -71,8 +71,8 @@ def test_pendulum_fixture_with_env_unsquash_and_chunks(ray_session, shared_fixtu
     assert rc == 0
     info, episodes, exp = check_against_expected(out, src / "expected.json")
     assert info.env_id == "Pendulum-v1" and info.num_rows == 2 * exp["num_episodes"]
-    assert info.provenance["actions"].startswith("unsquashed") and info.provenance["report"]["actions_unsquashed"]
-    assert info.provenance["report"]["observations_out_of_bounds"] == info.provenance["report"]["actions_out_of_bounds"] == 0
+    assert info.provenance["actions"].startswith("unsquashed") and info.provenance["report"]["details"]["actions_unsquashed"]
+    assert info.provenance["report"]["details"]["observations_out_of_bounds"] == info.provenance["report"]["details"]["actions_out_of_bounds"] == 0
     # actions were recorded in RLlib's normalised space; the env received clip(2a, -2, 2)
     first_line = json.loads((sorted(src.glob("output-*_0.json"))[0]).read_text().splitlines()[0])
     ep = next(e for e in episodes if e.id == str(first_line["eps_id"][0]))
@@ -133,13 +133,13 @@ def test_messy_recording_quarantines_and_reports_exactly(ray_session, tmp_path, 
     assert cli(str(src), "-o", str(out)) == 1  # something was quarantined
     assert not marker.exists()
     text = capsys.readouterr()
-    assert "lines quarantined:       4" in text.out and "--allow-quarantine" in text.err
+    assert "  lines quarantined:      4 (" in text.out and "--allow-quarantine" in text.err
     info = read_info(out)
     report = info.provenance["report"]
-    assert report["files"] == 3 and report["lines_read"] == 11
-    assert report["line_reasons"] == {"bad_json": 1, "bad_base64": 1, "refused_pickle": 1, "inconsistent_lengths": 1}
-    assert report["duplicates"] == 1 and report["episode_reasons"] == {"duplicate": 1, "non_finite": 1}
-    assert report["truncated_by_recording"] == 1 and report["legacy_dones_lines"] == 2
+    assert report["files"] == 3 and report["records_read"] == 11
+    assert report["record_reasons"] == {"bad_json": 1, "bad_base64": 1, "refused_pickle": 1, "inconsistent_lengths": 1}
+    assert report["duplicate_episodes"] == 1 and report["episode_reasons"] == {"duplicate": 1, "non_finite": 1}
+    assert report["truncated_by_recording"] == 1 and report["details"]["legacy_dones_lines"] == 2
     assert report["observation_space_from"] == "inferred" and info.action_space.n == 3
     episodes = {e.id: e for e in load_episodes(out)}
     assert sorted(episodes) == sorted(["30", "41", "60", "70", "71", str(BIG_ID)])
@@ -184,8 +184,8 @@ def test_multi_agent_batch_two_policies_and_allowed_quarantine(ray_session, tmp_
              "--allow-quarantine")
     assert rc == 0  # one line was quarantined, and that was allowed
     info = read_info(tmp_path / "ds")
-    assert info.provenance["report"]["lines_quarantined"] == 1 and info.provenance["observation_space"] == "given"
-    assert info.provenance["report"]["multi_agent"] and info.provenance["report"]["policies"] == ["pol_a", "pol_b"]
+    assert info.provenance["report"]["records_quarantined"] == 1 and info.provenance["observation_space"] == "given"
+    assert info.provenance["report"]["details"]["multi_agent"] and info.provenance["report"]["details"]["policies"] == ["pol_a", "pol_b"]
     assert info.num_episodes == 2 and info.num_steps == 10
     eps = sorted(load_episodes(tmp_path / "ds"), key=lambda e: e.agent_id)
     assert [(e.id, e.agent_id, e.module_id, len(e), e.terminated) for e in eps] == [

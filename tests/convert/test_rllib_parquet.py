@@ -60,7 +60,7 @@ def test_columns_fixture_exact(shared_fixtures, tmp_path):
     assert info.max_steps_per_row == 16 and info.num_rows == sum(-(-n // 16) for n in expected["episode_lengths"])
     assert report["records_read"] == 2000 and report["records_quarantined"] == 0
     assert report["truncated_by_recording"] == expected["num_incomplete"] == 1
-    assert report["duplicate_records_dropped"] == 0
+    assert report["duplicate_records"] == 0
     assert info.env_id == "CartPole-v1" and info.observation_space.shape == (4,)
     assert info.extra_columns == {
         "action_dist_inputs": {"dtype": "float32", "shape": [2]},
@@ -88,8 +88,8 @@ def test_episodes_fixture_exact(shared_fixtures, tmp_path):
     src = shared_fixtures / "rllib_newstack" / "cartpole_episodes"
     expected = json.loads((src / "expected.json").read_text())
     report = convert_rllib_parquet(src, tmp_path / "out")
-    assert report.layout == "episodes" and report.records_read == 90 and not report.quarantined
-    assert report.spaces_from.startswith("recording")
+    assert report.details["layout"] == "episodes" and report.records_read == 90 and not report.quarantined
+    assert report.observation_space_from.startswith("recording")
     episodes = _check_expected(tmp_path / "out", expected)
     starts = {ep.id: ep.t_start for ep in episodes}
     assert all(starts[e["eps_id"]] == e["t_started_first_chunk"] for e in expected["episodes"])
@@ -138,7 +138,7 @@ def test_rewrites_deduped_overlaps_and_corruption_quarantined(shared_fixtures, t
     assert episodes[order[-1]].truncated and not episodes[order[-1]].terminated  # cut by the end of file 000
     report = read_info(out).provenance["report"]
     dup_rows = sum(min(60, ids.index(e) + lengths[e]) - ids.index(e) for e in rewritten[1:])
-    assert report["duplicate_records_dropped"] == dup_rows
+    assert report["duplicate_records"] == dup_rows
     assert report["episodes_with_duplicates"] == len(rewritten) - 1
     assert report["episodes_quarantined"] == 2 and report["files_unreadable"] == 1
     assert report["truncated_by_recording"] == 1
@@ -148,9 +148,12 @@ def test_rewrites_deduped_overlaps_and_corruption_quarantined(shared_fixtures, t
     for r in records:
         by_file.setdefault(Path(r["file"]).name, []).append(r)
     assert len(by_file["000.parquet"]) == len(by_file["001.parquet"]) == lengths[order[0]]
-    assert all("differs" in r["reason"] for r in by_file["001.parquet"])
-    assert by_file["002.parquet"][0]["row"] == 0 and "obs" in by_file["002.parquet"][0]["reason"]
-    assert by_file["003.parquet"][0]["row"] is None and "unreadable file" in by_file["003.parquet"][0]["reason"]
+    assert all(r["reason"] == "overlap" and "differs" in r["message"] for r in by_file["001.parquet"])
+    assert by_file["002.parquet"][0]["row"] == 1 and "obs" in by_file["002.parquet"][0]["message"]
+    unreadable = by_file["003.parquet"][0]
+    assert unreadable["row"] is None and unreadable["level"] == "file" and unreadable["reason"] == "unreadable_file"
+    assert "unreadable file" in unreadable["message"]
+    assert all({"file", "row", "level", "reason", "message"} <= set(r) for r in records)
 
     # the same input converts with exit code 0 when quarantine is accepted; an existing output is refused
     assert run_cli(["convert", "rllib-parquet", str(tmp_path / "rec"), "-o", str(out)]) == 2
@@ -204,7 +207,7 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
 
     assert not _Evil.marker.exists()
     assert report.records_read == 8 and report.records_quarantined == 4 and report.episodes_quarantined == 3
-    assert report.duplicate_records_dropped == 1 and report.episodes == 2
+    assert report.duplicate_records == 1 and report.episodes == 2
     episodes = {ep.id: ep for ep in load_episodes(tmp_path / "out")}
     original = chunk_from_state(decode_state(items[0]))
     joined = episodes[original.id]
@@ -215,9 +218,11 @@ def test_chunked_episode_lookback_duplicates_and_refused_pickle(shared_fixtures,
     for name, values in original.extras.items():
         np.testing.assert_array_equal(joined.extras[name], values)
     records = [json.loads(line) for line in (tmp_path / "out" / "_quarantine" / QUARANTINE_FILE).read_text().splitlines()]
+    messages = {(Path(r["file"]).name, r["row"]): r["message"] for r in records}  # rows are 1-based
+    assert "object array" in messages[("b.parquet", 3)] and ("b.parquet", 4) in messages
+    assert "missing or overlapping chunk" in messages[("a.parquet", 3)] == messages[("a.parquet", 4)]
     reasons = {(Path(r["file"]).name, r["row"]): r["reason"] for r in records}
-    assert "object array" in reasons[("b.parquet", 2)] and ("b.parquet", 3) in reasons
-    assert "missing or overlapping chunk" in reasons[("a.parquet", 2)] == reasons[("a.parquet", 3)]
+    assert reasons[("b.parquet", 3)] == "refused_pickle" and reasons[("a.parquet", 3)] == "gap"
 
 
 def test_multi_agent_unpacked_columns_across_files(tmp_path):
@@ -274,7 +279,7 @@ def test_multi_agent_unpacked_columns_across_files(tmp_path):
                     obs_json, "--action-space", str(tmp_path / "act.json")]) == 0
     given = read_info(tmp_path / "given")
     assert given.observation_space.high.tolist() == [10, 10, 10] and given.action_space.low.tolist() == [-5, -5]
-    assert given.provenance["report"]["spaces_from"] == "given"
+    assert given.provenance["report"]["observation_space_from"] == "given"
 
 
 def test_packed_dict_observations_with_given_spaces(tmp_path):
@@ -296,7 +301,7 @@ def test_packed_dict_observations_with_given_spaces(tmp_path):
     obs_space = gym.spaces.Dict({"pos": gym.spaces.Box(-10, 10, (3,), np.float32), "key": gym.spaces.Discrete(2)})
     report = convert_rllib_parquet(rec, tmp_path / "out", observation_space=obs_space,
                                    action_space=gym.spaces.Discrete(2))
-    assert report.episodes == 1 and not report.quarantined and report.spaces_from == "given"
+    assert report.episodes == 1 and not report.quarantined and report.observation_space_from == "given"
     (ep,) = load_episodes(tmp_path / "out")
     np.testing.assert_array_equal(ep.obs["pos"], np.stack([o["pos"] for o in obs]))
     np.testing.assert_array_equal(ep.obs["key"], [0, 1, 0, 1])

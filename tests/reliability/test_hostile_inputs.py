@@ -255,7 +255,7 @@ def test_bombs_in_a_samplebatch_recording_are_quarantined_within_the_memory_enve
     assert "record(s) quarantined" in err and "Traceback" not in err
     out = tmp_path / "ds"
     report = read_info(out).provenance["report"]
-    assert report["lines_read"] == 6 and report["line_reasons"] == {"too_large": 4}
+    assert report["records_read"] == 6 and report["record_reasons"] == {"too_large": 4}
     assert sorted(e.id for e in load_episodes(out)) == ["1", "9"]
     records = sorted(_quarantine(out), key=lambda r: r["line"])
     assert [(Path(r["file"]).name, r["line"], r["reason"]) for r in records] == [
@@ -344,11 +344,12 @@ def test_new_stack_step_rows_with_bombs_are_quarantined(ray_session, tmp_path):
     assert any("'dist' is not kept: its metadata declares a per-step shape (50000000,), its first value has 2 "
                "entries" in n for n in report["notes"])
     records = _new_stack_quarantine(out)
-    assert set(records) == {3, 4, 5, 6}
-    assert records[3]["reason"].startswith("obs: packed value (as its LZ4 frame declares) is 2,147,483,648 bytes")
-    assert "new_obs: pickled array of shape (1375000000,)" in records[6]["reason"]
-    for row in (3, 6):
-        assert "--max-value-bytes" in records[row]["reason"] and records[row]["file"].endswith("part-0.parquet")
+    assert set(records) == {4, 5, 6, 7}  # 1-based rows
+    assert records[4]["message"].startswith("obs: packed value (as its LZ4 frame declares) is 2,147,483,648 bytes")
+    assert "new_obs: pickled array of shape (1375000000,)" in records[7]["message"]
+    for row in (4, 7):
+        assert "--max-value-bytes" in records[row]["message"] and records[row]["file"].endswith("part-0.parquet")
+        assert records[row]["reason"] == "too_large" and records[row]["level"] == "row"
 
 
 def test_new_stack_episode_records_declaring_huge_arrays_are_quarantined(ray_session, shared_fixtures, tmp_path):
@@ -370,7 +371,9 @@ def test_new_stack_episode_records_declaring_huge_arrays_are_quarantined(ray_ses
     assert run_cli(["convert", "rllib-parquet", str(rec), "-o", str(out)]) == 1
     info = read_info(out)
     assert info.observation_space.shape == (4,) and info.num_episodes == 3
-    records = {row: r["reason"] for row, r in _new_stack_quarantine(out).items()}
-    assert set(records) == {1, 2}
-    assert "ValueTooLargeError: msgpack array of shape (100000, 100000)" in records[1]
-    assert "--max-value-bytes" in records[1] and "not a valid msgpack record" in records[2]
+    quarantined = _new_stack_quarantine(out)
+    records = {row: r["message"] for row, r in quarantined.items()}
+    assert set(records) == {2, 3}  # 1-based rows
+    assert "ValueTooLargeError: msgpack array of shape (100000, 100000)" in records[2]
+    assert "--max-value-bytes" in records[2] and "not a valid msgpack record" in records[3]
+    assert quarantined[2]["reason"] == "too_large"

@@ -21,12 +21,14 @@ from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError
 from offlinerl.convert.rllib.common import (
     GroupSettings,
+    decode_reason,
     digest,
     empty_batch,
     fit_value,
+    group_records,
     output_rows,
     quarantine_row,
-    record,
+    row_error,
 )
 from offlinerl.convert.rllib.msgpack import EpisodeChunk, EpisodeStateError, chunk_from_state, decode_state
 from offlinerl.episodes import schema as S
@@ -150,7 +152,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: ChunkS
             ep = _placeholder(g, f"\x00bad {file_index}:{row_offset + i}")
             keys.append(ep.id)
             sigs.append(b"")
-            errors.append(f"{type(exc).__name__}: {exc}")
+            errors.append(row_error(decode_reason(exc), f"{type(exc).__name__}: {exc}"))
         episodes.append(ep)
     out = episodes_to_table(episodes, g.observation_space, g.action_space, g.extra_columns)
     n = len(episodes)
@@ -179,13 +181,13 @@ def join_group(group: pa.Table, *, settings: ChunkSettings) -> pa.Table:
     errors = group.column(ERROR).to_pylist()
     eps_id = key.split("\x1f")[0]
 
-    def quarantine(reason: str) -> pa.Table:
-        recs = [record(paths[f], r, errors[i] or reason, eps_id=None if key.startswith("\x00") else eps_id)
-                for i, (f, r) in enumerate(zip(files, rows))]
+    def quarantine(reason: str, message: str) -> pa.Table:
+        recs = group_records(paths, files, rows, errors, reason, message,
+                             eps_id=None if key.startswith("\x00") else eps_id)
         return quarantine_row(key, recs, g)
 
     if any(errors):
-        return quarantine("episode dropped whole: another of its records is unreadable")
+        return quarantine("partly_unreadable", "episode dropped whole: another of its records is unreadable")
     chunks = table_to_episodes(group.drop_columns([KEY, FILE, ROW, ERROR, SIG]), g.observation_space,
                                g.action_space, g.extra_columns)
     sigs = group.column(SIG).to_pylist()
@@ -197,17 +199,18 @@ def join_group(group: pa.Table, *, settings: ChunkSettings) -> pa.Table:
             if sigs[i] == sigs[kept[-1]]:
                 duplicates += 1
                 continue
-            return quarantine(f"records {paths[files[i]]}:{rows[i]} and {paths[files[kept[-1]]]}:{rows[kept[-1]]} "
-                              f"hold different data for the same chunk (t_started={chunks[i].t_start})")
+            return quarantine("overlap", f"records {paths[files[i]]}:{rows[i] + 1} and "
+                              f"{paths[files[kept[-1]]]}:{rows[kept[-1]] + 1} hold different data for the same chunk (t_started={chunks[i].t_start})")
         if kept:
             prev = chunks[kept[-1]]
             if prev.terminated or prev.truncated:
-                return quarantine(f"chunk at t={chunks[i].t_start} follows a chunk that ended the episode")
+                return quarantine("ended_early", f"chunk at t={chunks[i].t_start} follows a chunk that ended the episode")
             if chunks[i].t_start != prev.t_start + len(prev):
-                return quarantine(f"chunk starts at t={chunks[i].t_start}, previous chunk ends at "
+                return quarantine("gap" if chunks[i].t_start > prev.t_start + len(prev) else "overlap",
+                                  f"chunk starts at t={chunks[i].t_start}, previous chunk ends at "
                                   f"t={prev.t_start + len(prev)} (missing or overlapping chunk)")
             if digest(batch_slice(prev.obs, len(prev), len(prev) + 1)) != digest(batch_slice(chunks[i].obs, 0, 1)):
-                return quarantine(f"chunk at t={chunks[i].t_start} does not start from the previous chunk's last obs")
+                return quarantine("obs_mismatch", f"chunk at t={chunks[i].t_start} does not start from the previous chunk's last obs")
         kept.append(i)
     joined = [chunks[i] for i in kept]
     for j, c in enumerate(joined):

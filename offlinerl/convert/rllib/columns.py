@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 from offlinerl.convert.limits import DecodeBudget, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.rllib.common import (
-    GroupSettings, arrow_row, empty_batch, fit_value, output_rows, quarantine_row, record,
+    GroupSettings, arrow_row, decode_reason, empty_batch, fit_value, group_records, output_rows, quarantine_row,
+    row_error, split_row_error,
 )
 from offlinerl.convert.stitch import StitchProblem, stitch_rows
 from offlinerl.convert.rllib.step_columns import CORE_COLUMNS, is_list, plain
@@ -83,7 +84,7 @@ def _decode_space_column(arr: pa.Array, space: gym.Space, name: str, errors: lis
             else:
                 values.append(fit_value(decoded, space, name))
         except (PackedDecodeError, ValueError, TypeError) as exc:
-            errors[i] = errors[i] or f"{name}: {exc}"
+            errors[i] = errors[i] or row_error(decode_reason(exc), f"{name}: {exc}")
             values.append(None)
     return _stack(values, space)
 
@@ -180,10 +181,11 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     names = set(table.column_names)
     for col in CORE_COLUMNS[3:]:
         if col not in names:
-            errors = [e or f"column {col!r} missing from this file" for e in errors]
+            errors = [e or row_error("missing_column", f"column {col!r} missing from this file") for e in errors]
     for col in g.extra_columns:
         if col not in names:
-            errors = [e or f"extra column {col!r} missing from this file" for e in errors]
+            errors = [e or row_error("missing_column", f"extra column {col!r} missing from this file")
+                      for e in errors]
     def column(name: str, fill: pa.Array) -> pa.Array:
         return plain(table.column(name)) if name in names else fill
     nulls = pa.nulls(n, pa.string())
@@ -198,7 +200,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
     reward_col = column("rewards", zeros)
     rewards = np.asarray(reward_col.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.float64)
     for i in np.flatnonzero(reward_col.is_null().to_numpy(zero_copy_only=False)):
-        errors[i] = errors[i] or "rewards is null"
+        errors[i] = errors[i] or row_error("null_value", "rewards is null")
     term, trunc = (_flags(column(c, pa.array([False] * n)), c, errors) for c in ("terminateds", "truncateds"))
     extras, extra_values = {}, []
     for name, spec in g.extra_columns.items():
@@ -207,7 +209,7 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
         extra_values.append(hashable)
     for i, e in enumerate(eps):
         if e is None:
-            errors[i] = errors[i] or "eps_id is null"
+            errors[i] = errors[i] or row_error("null_value", "eps_id is null")
     keys = [NO_EPISODE_KEY if e is None else f"{e}\x1f{a or ''}" for e, a in zip(eps, agents)]
     columns = {
         KEY: pa.array(keys, pa.string()), S.EPISODE_ID: pa.array(eps, pa.string()),
@@ -227,12 +229,13 @@ def _read_one(file_index: int, row_group: int, row_offset: int, settings: StepSe
 
 def _flags(arr: pa.Array, name: str, errors: list) -> np.ndarray:
     for i in np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False)):
-        errors[i] = errors[i] or f"{name} is null"
+        errors[i] = errors[i] or row_error("null_value", f"{name} is null")
     return arr.fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def _where(files: Sequence[str], f: int, r: int) -> str:
-    return f"{files[f]}:{r}"
+    """``file:row`` of a row, 1-based like the quarantine records."""
+    return f"{files[f]}:{r + 1}"
 
 
 def stitch_group(group: pa.Table, *, settings: StepSettings) -> pa.Table:
@@ -244,24 +247,23 @@ def stitch_group(group: pa.Table, *, settings: StepSettings) -> pa.Table:
     paths = settings.files
     errors = group.column(ERROR).to_pylist()
 
-    def quarantine(reason_for_all: str, own: Sequence[str | None] | None = None) -> pa.Table:
-        recs = [record(paths[f], r, (own[i] if own and own[i] else reason_for_all), eps_id=key.split("\x1f")[0])
-                for i, (f, r) in enumerate(zip(files, rows))]
+    def quarantine(reason: str, message: str) -> pa.Table:
+        recs = group_records(paths, files, rows, errors, reason, message, eps_id=key.split("\x1f")[0])
         return quarantine_row(key, recs, g)
 
     if key == NO_EPISODE_KEY:
-        return quarantine("row has no eps_id", errors)
+        return quarantine("null_value", "row has no eps_id")
     bad = [i for i, e in enumerate(errors) if e]
     if bad:
         first = bad[0]
-        return quarantine(f"episode dropped whole: row {_where(paths, files[first], rows[first])} is unreadable "
-                          f"({errors[first]})", errors)
+        return quarantine("partly_unreadable", f"episode dropped whole: row {_where(paths, files[first], rows[first])} "
+                          f"is unreadable ({split_row_error(errors[first])[1]})")
     sig, osig, nsig = (group.column(c).to_pylist() for c in (SIG, OBS_SIG, NEXT_SIG))
     term, trunc = group.column(S.TERMINATED).to_pylist(), group.column(S.TRUNCATED).to_pylist()
     run = stitch_rows(files, sig, osig, nsig, [a or b for a, b in zip(term, trunc)],
                       where=lambda i: _where(paths, files[i], rows[i]))
     if isinstance(run, StitchProblem):
-        return quarantine(run.message)
+        return quarantine(run.reason, run.message)
     kept, duplicates, by_recording = run.kept, run.duplicates, run.truncated_by_recording
     last = kept[-1]
     idx = pa.array(kept, pa.int64())

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, Converter
+from offlinerl.convert.interface import EXIT_USAGE, Converter
 from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, show_progress, space_arg
+from offlinerl.convert.report import finish
 
 __all__ = ["CONVERTER"]
 
@@ -43,11 +44,7 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, OutputExistsError, ValueError) as exc:
         print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(report.text())
-    if report.quarantined and not args.allow_quarantine:
-        print("some records were quarantined (see above); pass --allow-quarantine to accept that", file=sys.stderr)
-        return EXIT_QUARANTINED
-    return EXIT_OK
+    return finish(report, args.allow_quarantine)
 
 
 CONVERTER = Converter(

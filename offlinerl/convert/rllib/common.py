@@ -13,6 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from offlinerl.convert.limits import ValueTooLargeError
+from offlinerl.convert.packing import PackedDecodeError, RefusedPickleError
+from offlinerl.convert.rllib.msgpack import EpisodeStateError
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import list_array
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
@@ -29,6 +32,10 @@ __all__ = [
     "fit_value",
     "digest",
     "record",
+    "row_error",
+    "split_row_error",
+    "decode_reason",
+    "group_records",
     "output_rows",
     "arrow_row",
     "quarantine_row",
@@ -112,9 +119,45 @@ def digest(*values: Any) -> bytes:
     return h.digest()
 
 
-def record(file: str | None, row: int | None, reason: str, **more: Any) -> dict[str, Any]:
-    """One quarantine record (a JSONL line)."""
-    return {"file": file, "row": row, "reason": reason, **more}
+def record(file: str, row: int | None, level: str, reason: str, message: str, **more: Any) -> dict[str, Any]:
+    """One quarantine record (a JSONL line, docs/convert.md): ``row`` is 0-based here and stored 1-based,
+    ``None`` for a whole file; ``level`` is ``row`` (the row itself is bad), ``episode`` (its episode is
+    quarantined whole) or ``file``."""
+    return {"file": file, "row": None if row is None else row + 1, "level": level, "reason": reason,
+            "message": message, **more}
+
+
+def row_error(reason: str, message: str) -> str:
+    """A row's own problem as the ``_error`` column carries it to the group function (code, tab, message)."""
+    return f"{reason}\t{message}"
+
+
+def split_row_error(error: str) -> tuple[str, str]:
+    """``(reason, message)`` of a :func:`row_error` text."""
+    reason, _, message = error.partition("\t")
+    return reason, message
+
+
+def decode_reason(exc: BaseException) -> str:
+    """The reason code of a value that could not be decoded."""
+    if isinstance(exc, ValueTooLargeError):
+        return "too_large"
+    if isinstance(exc, RefusedPickleError):
+        return "refused_pickle"
+    if isinstance(exc, PackedDecodeError):
+        return "bad_packed_value"
+    if isinstance(exc, EpisodeStateError):
+        return "bad_record"
+    return "bad_value"
+
+
+def group_records(paths: Sequence[str], files: Sequence[int], rows: Sequence[int], errors: Sequence[str | None],
+                  reason: str, message: str, **more: Any) -> list[dict[str, Any]]:
+    """Quarantine records for every row of one episode group: a row's own problem where it has one
+    (level ``row``), else why the episode was dropped (level ``episode``)."""
+    return [record(paths[f], r, "row", *split_row_error(e), **more) if e else
+            record(paths[f], r, "episode", reason, message, **more)
+            for f, r, e in zip(files, rows, errors)]
 
 
 def _with_internal(table: pa.Table, status: str, quarantine: Sequence[dict] | None, duplicates: int,

@@ -24,7 +24,7 @@ import glob
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -42,7 +42,8 @@ from offlinerl.convert.rllib.common import (
 )
 from offlinerl.convert.rllib.msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
 from offlinerl.convert.rllib.step_columns import extra_specs, plain
-from offlinerl.convert.quarantine import QUARANTINE_PATH, QuarantineWriter
+from offlinerl.convert.quarantine import QuarantineWriter
+from offlinerl.convert.report import ConversionReport
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
@@ -51,53 +52,6 @@ from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
 __all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout"]
 
 CONVERTER = "offlinerl.convert.rllib.convert"
-
-
-@dataclass
-class ConversionReport:
-    """What a conversion read, wrote, dropped and quarantined (also stored in dataset.json provenance)."""
-
-    layout: str
-    files: int = 0
-    records_read: int = 0
-    records_quarantined: int = 0
-    files_unreadable: int = 0
-    episodes: int = 0
-    steps: int = 0
-    rows: int = 0
-    terminated: int = 0
-    truncated: int = 0
-    truncated_by_recording: int = 0
-    duplicate_records_dropped: int = 0
-    episodes_with_duplicates: int = 0
-    episodes_quarantined: int = 0
-    spaces_from: str = ""
-    notes: list[str] = field(default_factory=list)
-    output: str = ""
-
-    @property
-    def quarantined(self) -> bool:
-        return bool(self.records_quarantined or self.files_unreadable)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def text(self) -> str:
-        unit = "step rows" if self.layout == "columns" else "episode records"
-        lines = [
-            f"RLlib new-stack parquet ({self.layout} layout) -> {self.output}",
-            f"  files read:            {self.files}" + (f" ({self.files_unreadable} unreadable)" if self.files_unreadable else ""),
-            f"  {unit + ' read:':<23}{self.records_read}",
-            f"  episodes written:      {self.episodes} ({self.steps} steps, {self.rows} rows)",
-            f"    terminated:          {self.terminated}",
-            f"    truncated:           {self.truncated} (of which cut by the end of the recording: {self.truncated_by_recording})",
-            f"  exact re-writes dropped: {self.duplicate_records_dropped} {unit} in {self.episodes_with_duplicates} episodes",
-            f"  quarantined:           {self.records_quarantined} {unit}, {self.episodes_quarantined} episodes"
-            + (f" -> {Path(self.output) / QUARANTINE_PATH}" if self.quarantined else ""),
-            f"  spaces:                {self.spaces_from}",
-        ]
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
 
 
 def find_parquet_files(inputs: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -210,12 +164,13 @@ def _scan(files: Sequence[Path]) -> _Scan:
             meta = pq.ParquetFile(f).metadata
             layout = detect_layout(meta.schema.to_arrow_schema())
         except (OSError, pa.ArrowException, ValueError) as exc:
-            scan.quarantine.append(record(str(f), None, f"unreadable file: {type(exc).__name__}: {exc}"))
+            scan.quarantine.append(record(str(f), None, "file", "unreadable_file",
+                                          f"unreadable file: {type(exc).__name__}: {exc}"))
             continue
         scan.layout = scan.layout or layout
         if layout != scan.layout:
-            scan.quarantine.append(record(str(f), None, f"file has the {layout} layout, the recording the "
-                                                        f"{scan.layout} layout"))
+            scan.quarantine.append(record(str(f), None, "file", "layout_mismatch",
+                                          f"file has the {layout} layout, the recording the {scan.layout} layout"))
             continue
         offset = 0
         for g in range(meta.num_row_groups):
@@ -225,8 +180,14 @@ def _scan(files: Sequence[Path]) -> _Scan:
         scan.rows += meta.num_rows
     if scan.layout is None:
         raise ValueError(f"none of the {len(files)} parquet files is a readable RLlib recording "
-                         f"(first problem: {scan.quarantine[0]['reason']})")
+                         f"(first problem: {scan.quarantine[0]['message']})")
     return scan
+
+
+def _spaces_from(report: ConversionReport, source: str) -> None:
+    """Record where the spaces came from, unless a stronger source (given > env > recording) already did."""
+    if report.observation_space_from == "inferred":
+        report.observation_space_from = report.action_space_from = source
 
 
 def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Space | None,
@@ -236,7 +197,7 @@ def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Spac
     if scan.layout == "episodes":
         need_spaces = observation_space is None or action_space is None
         (recorded_obs, recorded_act), chunk = _first_chunk(files, limits, need_spaces)
-        report.spaces_from = report.spaces_from or "recording (episode state spaces)"
+        _spaces_from(report, "recording (episode state spaces)")
         observation_space = observation_space or recorded_obs
         action_space = action_space or recorded_act
         extra_columns = rllib_chunks.extra_specs_of(chunk)
@@ -250,7 +211,7 @@ def _settings(scan: _Scan, report: ConversionReport, observation_space: gym.Spac
             inferred_obs, inferred_act, notes = _infer_column_spaces(files, limits)
             observation_space, action_space = observation_space or inferred_obs, action_space or inferred_act
             report.notes += notes
-            report.spaces_from = report.spaces_from or "inferred from the data"
+            _spaces_from(report, "inferred from the data")
     return GroupSettings(observation_space, action_space, extra_columns, max_steps_per_row)
 
 
@@ -281,17 +242,21 @@ def convert_rllib_parquet(
     input_paths = [*files, *(Path(item) for item in items if Path(item).is_dir())]
     check_output(output, overwrite, kind="dataset", inputs=input_paths)
     scan = _scan(files)
-    report = ConversionReport(layout=scan.layout, files=len(files), records_read=scan.rows,
-                              files_unreadable=len(scan.quarantine), output=str(Path(output).resolve()))
+    report = ConversionReport(
+        source_format=f"RLlib new-stack parquet ({scan.layout} layout)",
+        record_unit="step rows" if scan.layout == "columns" else "episode records",
+        output=str(Path(output).resolve()), files=len(files), files_unreadable=len(scan.quarantine),
+        records_read=scan.rows, details={"layout": scan.layout},
+    )
     quarantine, readable, pieces = scan.quarantine, scan.readable, scan.pieces
     env_spec = None
     if observation_space is not None and action_space is not None:
-        report.spaces_from = "given"
+        _spaces_from(report, "given")
     if env_id:
         env = env_spaces(env_id)
         env_obs, env_act, env_spec = env.observation_space, env.action_space, env.env_spec
         observation_space, action_space = observation_space or env_obs, action_space or env_act
-        report.spaces_from = report.spaces_from or f"env {env_id}"
+        _spaces_from(report, f"env {env_id}")
     group = _settings(scan, report, observation_space, action_space, max_steps_per_row, limits)
     layout = scan.layout
 
@@ -335,21 +300,23 @@ def _tally(ds, report: ConversionReport, quarantine: list[dict]) -> None:
     columns = [STATUS, QUARANTINE, DUPLICATES, BY_RECORDING, STEPS, S.TERMINATED, S.TRUNCATED, S.CHUNK_INDEX]
     for batch in ds.select_columns(columns).iter_batches(batch_format="pyarrow", batch_size=4096):
         for row in batch.to_pylist():
-            if row[QUARANTINE]:
-                quarantine.extend(json.loads(row[QUARANTINE]))
+            records = json.loads(row[QUARANTINE]) if row[QUARANTINE] else []
+            quarantine.extend(records)
             if row[STATUS] != "ok":
-                report.episodes_quarantined += 1
+                report.add_episode_reason(records[0]["reason"] if records else "unknown")
                 continue
             report.rows += 1
             report.steps += row[STEPS]
-            report.duplicate_records_dropped += row[DUPLICATES]
+            report.duplicate_records += row[DUPLICATES]
             report.episodes_with_duplicates += row[DUPLICATES] > 0
             if row[S.TERMINATED]:
                 report.terminated += 1
             if row[S.TRUNCATED]:
                 report.truncated += 1
                 report.truncated_by_recording += row[BY_RECORDING]
-    report.records_quarantined = sum(1 for r in quarantine if r.get("row") is not None)
+    for rec in quarantine:
+        if rec["row"] is not None:
+            report.add_record_reason(rec["reason"])
 
 
 def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], group: GroupSettings,
@@ -357,7 +324,7 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
     """Write the dataset, its quarantine file and ``dataset.json`` into the output's temporary directory."""
     provenance = {
         "converter": CONVERTER,
-        "source_format": f"rllib-newstack-parquet ({report.layout} layout)",
+        "source_format": f"rllib-newstack-parquet ({report.details['layout']} layout)",
         "sources": list(sources) if len(sources) <= 100 else list(sources[:100]) + [f"... {len(sources) - 100} more"],
         "report": report.to_json(),
     }
@@ -376,5 +343,6 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
     with QuarantineWriter(tmp) as out:
         for rec in quarantine:
             out.write(rec)
+    report.quarantine_file = out.relative_path
     info.provenance["report"] = report.to_json()
     info.write(tmp)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, Converter, ConvertUsageError
+from offlinerl.convert.interface import EXIT_USAGE, Converter, ConvertUsageError
 from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, show_progress, space_arg
+from offlinerl.convert.report import finish
 
 __all__ = ["CONVERTER"]
 
@@ -67,15 +68,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConvertUsageError, OutputExistsError) as exc:
         print(f"offlinerl convert samplebatch: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(report.to_text())
-    if report.quarantined:
-        where = f"{args.output}/{report.quarantine_file}"
-        if not args.allow_quarantine:
-            print(f"{report.quarantined} record(s) quarantined, see {where}; the dataset was written. "
-                  "Pass --allow-quarantine to accept this (exit 0).", file=sys.stderr)
-            return EXIT_QUARANTINED
-        print(f"{report.quarantined} record(s) quarantined (allowed), see {where}", file=sys.stderr)
-    return EXIT_OK
+    return finish(report, args.allow_quarantine)
 
 
 CONVERTER = Converter(

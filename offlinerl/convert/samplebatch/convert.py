@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.quarantine import QuarantineWriter, raw_excerpt
+from offlinerl.convert.report import ConversionReport
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.convert.samplebatch.files import (
     DEFAULT_RANGE_BYTES,
@@ -39,7 +40,6 @@ from offlinerl.convert.samplebatch.files import (
     resolve_inputs,
 )
 from offlinerl.convert.samplebatch.layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
-from offlinerl.convert.samplebatch.report import ConversionReport
 from offlinerl.convert.samplebatch.stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
 from offlinerl.episodes.info import DatasetInfo
@@ -145,8 +145,8 @@ def _scan_layout(stage: Path, report: ConversionReport) -> _Layout:
             layout.policies.add(meta["policy"])
             layout.agents.add(meta["agent"])
         elif row["kind"] == "stats":
-            report.lines_read += meta["lines"]
-            report.legacy_dones_lines += meta["legacy_dones_lines"]
+            report.records_read += meta["lines"]
+            report.details["legacy_dones_lines"] += meta["legacy_dones_lines"]
             dropped.update(meta["dropped"])
     report.dropped_columns = sorted(dropped)
     return layout
@@ -161,7 +161,7 @@ def _write_quarantine(stage: Path, out_dir: Path, files: list[Path], extra_recor
         offsets[row["file_index"]].append(row["offset"])
         meta = json.loads(row["meta"])
         if meta["level"] == "line":
-            report.add_line_reason(meta["reason"])
+            report.add_record_reason(meta["reason"])
         else:
             entry = episodes.setdefault(row["key"], [meta["reason"], 0])
             entry[1] += meta["steps"]
@@ -216,8 +216,17 @@ def _check_episodes(stage: Path, obs_space: gym.Space, act_space: gym.Space, max
         report.terminated += meta["terminated"]
         report.truncated += meta["truncated"]
         report.truncated_by_recording += meta["by_recording"]
-        report.observations_out_of_bounds += out_of_bounds(meta["layout"]["obs"], obs_space)
-        report.actions_out_of_bounds += not unsquash and out_of_bounds(meta["layout"]["actions"], act_space)
+        report.details["observations_out_of_bounds"] += out_of_bounds(meta["layout"]["obs"], obs_space)
+        report.details["actions_out_of_bounds"] += not unsquash and out_of_bounds(meta["layout"]["actions"], act_space)
+    if report.details["observations_out_of_bounds"]:
+        report.notes.append(f"{report.details['observations_out_of_bounds']} episode(s) have observations outside "
+                            "the observation space bounds")
+    if report.details["actions_out_of_bounds"]:
+        report.notes.append(f"{report.details['actions_out_of_bounds']} episode(s) have actions outside the action "
+                            "space bounds (recorded in RLlib's normalised space? see --unsquash-actions)")
+    if report.details["legacy_dones_lines"]:
+        report.notes.append(f"{report.details['legacy_dones_lines']} line(s) hold legacy 'dones' only: terminated/"
+                            "truncated inferred")
     return rejected, frozenset(r["key"] for r in rejected)
 
 
@@ -292,7 +301,12 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     out = Path(config.output)
     inputs = [*files, *(item for item in config.inputs if Path(item).is_dir())]
     check_output(out, config.overwrite, kind="dataset", inputs=inputs)
-    report = ConversionReport(files=len(files))
+    report = ConversionReport(
+        source_format="RLlib JsonWriter SampleBatch/MultiAgentBatch JSON lines", record_unit="lines",
+        output=str(out.resolve()), files=len(files),
+        details={"legacy_dones_lines": 0, "observations_out_of_bounds": 0, "actions_out_of_bounds": 0,
+                 "multi_agent": False, "policies": [], "actions_unsquashed": False},
+    )
     obs_space, act_space, env_spec = config.observation_space, config.action_space, None
     if config.env_id:
         env = env_spaces(config.env_id)
@@ -311,7 +325,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
             "--unsquash-actions needs a bounded Box action space from --env or --action-space "
             f"(got {act_space if act_space is not None else 'an inferred, unbounded space'})"
         )
-    report.actions_unsquashed = config.unsquash_actions
+    report.details["actions_unsquashed"] = config.unsquash_actions
     init_ray()
     if config.progress is not None:
         ray.data.DataContext.get_current().enable_progress_bars = config.progress
@@ -319,8 +333,9 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         stage = tmp / ".stage"
         _stage_episodes(files, stage, config)
         layout = _scan_layout(stage, report)
-        report.multi_agent = bool(layout.policies - {None, "default_policy"}) or bool(layout.agents - {0})
-        report.policies = sorted(p for p in layout.policies if p is not None)
+        multi_agent = bool(layout.policies - {None, "default_policy"}) or bool(layout.agents - {0})
+        report.details["multi_agent"] = multi_agent
+        report.details["policies"] = sorted(p for p in layout.policies if p is not None)
         obs_space, act_space = _choose_spaces(layout, obs_space, act_space, report)
         extras = {name: extra_spec(stats, layout.episodes) for name, stats in layout.extras.items()}
         report.kept_columns = {n: s["dtype"] + (f"{s['shape']}" if s["shape"] else "") for n, s in extras.items()}
@@ -331,7 +346,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         layout_kwargs = {
             "observation_space": json.dumps(space_to_json(obs_space)),
             "action_space": json.dumps(space_to_json(act_space)),
-            "extra_columns": extras, "multi_agent": report.multi_agent,
+            "extra_columns": extras, "multi_agent": multi_agent,
             "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
             "excluded": excluded,
         }

@@ -1,0 +1,153 @@
+"""The one report of every converter: what a conversion read, wrote, dropped and quarantined.
+
+Each converter fills one :class:`ConversionReport`; the console gets :meth:`ConversionReport.text`
+(the same lines for every format) and ``dataset.json`` gets :meth:`ConversionReport.to_json` under
+``provenance["report"]``. The fields are documented in docs/convert.md ("The conversion report").
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED
+
+__all__ = ["ConversionReport", "finish"]
+
+
+@dataclass
+class ConversionReport:
+    """Counts of one conversion (all exact), filled in as the conversion runs."""
+
+    source_format: str
+    """What was read, e.g. ``RLlib new-stack parquet (columns layout)``."""
+    record_unit: str
+    """What one record of the source is: ``lines``, ``step rows``, ``episode records``."""
+    output: str = ""
+    """The dataset directory written."""
+    files: int = 0
+    """Input files found."""
+    files_unreadable: int = 0
+    """Input files quarantined whole (unreadable, or not of the recording's layout)."""
+    records_read: int = 0
+    """Records in the readable files."""
+    records_quarantined: int = 0
+    """Records written to the quarantine file as records (samplebatch: unreadable lines; rllib: rows,
+    those of an episode dropped whole included)."""
+    record_reasons: dict[str, int] = field(default_factory=dict)
+    """``records_quarantined`` by reason code."""
+    episodes: int = 0
+    """Episodes written."""
+    steps: int = 0
+    """Steps written."""
+    rows: int = 0
+    """Dataset rows written (an episode longer than ``max_steps_per_row`` takes several)."""
+    terminated: int = 0
+    """Episodes written that ended by termination."""
+    truncated: int = 0
+    """Episodes written that ended by truncation (``truncated_by_recording`` included)."""
+    truncated_by_recording: int = 0
+    """Episodes marked truncated because the recording stops before they end."""
+    episodes_quarantined: int = 0
+    """Episodes not written: ambiguous, inconsistent or partly unreadable."""
+    steps_quarantined: int = 0
+    """Steps of those episodes, where the format knows them (0 for rllib)."""
+    episode_reasons: dict[str, int] = field(default_factory=dict)
+    """``episodes_quarantined`` by reason code, where the format counts them."""
+    duplicate_episodes: int = 0
+    """Episodes quarantined because another record holds the same episode (samplebatch)."""
+    duplicate_records: int = 0
+    """Exact re-writes of records dropped (rllib writes rows again at each flush)."""
+    episodes_with_duplicates: int = 0
+    """Episodes written that had ``duplicate_records``."""
+    observation_space_from: str = "inferred"
+    """Where the observation space came from: ``given``, ``env ID``, ``recording …`` or ``inferred``."""
+    action_space_from: str = "inferred"
+    """Where the action space came from (as ``observation_space_from``)."""
+    kept_columns: dict[str, str] = field(default_factory=dict)
+    """Extra per-step columns kept: name -> dtype and shape."""
+    dropped_columns: list[str] = field(default_factory=list)
+    """Source columns not kept."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Facts of one format only (samplebatch: ``legacy_dones_lines``, ``multi_agent``, ``policies`` …;
+    rllib: ``layout``)."""
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know (inferred spaces, values out of bounds, columns not kept)."""
+    quarantine_file: str | None = None
+    """``_quarantine/records.jsonl`` (relative to ``output``) when something was quarantined."""
+
+    @property
+    def quarantined(self) -> int:
+        """Records, unreadable files and episodes quarantined: 0 iff the quarantine file is empty."""
+        return self.records_quarantined + self.files_unreadable + self.episodes_quarantined
+
+    def add_record_reason(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` quarantined records of one reason."""
+        self.records_quarantined += n
+        self.record_reasons = dict(Counter(self.record_reasons) + Counter({reason: n}))
+
+    def add_episode_reason(self, reason: str, steps: int = 0) -> None:
+        """Count one quarantined episode of ``steps`` steps."""
+        self.episodes_quarantined += 1
+        self.steps_quarantined += steps
+        self.episode_reasons = dict(Counter(self.episode_reasons) + Counter({reason: 1}))
+        if reason == "duplicate":
+            self.duplicate_episodes += 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as stored in ``dataset.json`` (``provenance["report"]``)."""
+        return asdict(self)
+
+    def text(self) -> str:
+        """The report for the console: the same lines for every format."""
+        unit = self.record_unit
+        lines = [
+            f"{self.source_format} -> {self.output}",
+            _line("files read", f"{self.files}" + (f" ({self.files_unreadable} unreadable)" if self.files_unreadable else "")),
+            _line(f"{unit} read", self.records_read),
+            _line(f"{unit} quarantined", f"{self.records_quarantined}{_reasons(self.record_reasons)}"),
+            _line("episodes written", f"{self.episodes} ({self.steps} steps, {self.rows} rows)"),
+            _line("  terminated", self.terminated),
+            _line("  truncated", f"{self.truncated} (of which cut by the end of the recording: "
+                                 f"{self.truncated_by_recording})"),
+            _line("episodes quarantined", f"{self.episodes_quarantined} ({self.steps_quarantined} steps)"
+                                          f"{_reasons(self.episode_reasons)}"),
+            _line("duplicates", f"{self.duplicate_episodes} episodes quarantined, {self.duplicate_records} {unit} "
+                                f"dropped as exact re-writes in {self.episodes_with_duplicates} episodes"),
+            _line("observation space", self.observation_space_from),
+            _line("action space", self.action_space_from),
+        ]
+        if self.kept_columns:
+            lines.append(_line("extra columns kept", ", ".join(f"{k} ({v})" for k, v in self.kept_columns.items())))
+        if self.dropped_columns:
+            lines.append(_line("columns dropped", ", ".join(self.dropped_columns)))
+        lines += [_line(name.replace("_", " "), value) for name, value in self.details.items()]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.quarantine_file:
+            lines.append(_line("quarantine", f"{self.output}/{self.quarantine_file}"))
+        return "\n".join(lines)
+
+
+def _line(label: str, value: Any) -> str:
+    return f"  {label + ':':<24}{value}"
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    return " (" + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + ")" if counts else ""
+
+
+def finish(report: ConversionReport, allow_quarantine: bool) -> int:
+    """Print the report; the exit code of a conversion that wrote its dataset (1 if something was
+    quarantined without ``--allow-quarantine``, else 0)."""
+    print(report.text())
+    if not report.quarantined:
+        return EXIT_OK
+    where = f"{report.output}/{report.quarantine_file}"
+    if not allow_quarantine:
+        print(f"{report.quarantined} record(s) quarantined, see {where}; the dataset was written. "
+              "Pass --allow-quarantine to accept this (exit 0).", file=sys.stderr)
+        return EXIT_QUARANTINED
+    print(f"{report.quarantined} record(s) quarantined (allowed), see {where}", file=sys.stderr)
+    return EXIT_OK
