@@ -19,7 +19,7 @@ examples:
       "shape": [4], "low": "-inf", "high": "inf"}' --action-space '{"type": "Discrete", "n": 2}'
 
 Unreadable lines and ambiguous episodes are written to OUT/_quarantine/records.jsonl
-(file, line, reason, raw line); a packed value over --max-value-bytes is quarantined as
+(file, line, level, reason code, message, raw line); a packed value over --max-value-bytes is quarantined as
 too_large without being decompressed or built. Exit codes: 0 ok, 1 something was quarantined (unless
 --allow-quarantine), 2 usage error or refused output (nothing written, an existing OUT
 kept). docs/convert.md explains what is read, inferred and dropped; docs/safety.md what
