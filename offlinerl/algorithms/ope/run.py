@@ -100,7 +100,7 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     deployed = _chunked(lambda s: module.forward_inference({C.OBS: obs[s]})[C.ACTIONS], n_obs)  # π(s) of every obs
     s_idx = torch.as_tensor(data.step_obs)
     actions = _torch_actions(data.actions, discrete)
-    rewards = torch.as_tensor(data.rewards, dtype=torch.float32)
+    rewards = torch.as_tensor(np.array(data.rewards, dtype=np.float32))
     gen = torch.Generator().manual_seed(config.seed)
     rows, q = [], None
     if "fqe" in config.methods or "dr" in config.methods:
