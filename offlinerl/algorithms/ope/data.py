@@ -1,0 +1,73 @@
+"""A dataset as whole episodes for OPE: steps in episode order, lengths, initial states, behaviour log-probs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from offlinerl.connectors import EpisodeColumns
+from offlinerl.core import columns as C
+from offlinerl.episodes import DatasetInfo, parquet_files, read_info
+from offlinerl.episodes import schema as S
+from offlinerl.episodes.validate import require_valid
+
+__all__ = ["OPEEpisodes", "load_ope_episodes"]
+
+
+@dataclass(frozen=True)
+class OPEEpisodes:
+    """Every step of a single-agent dataset, grouped into whole episodes (chunks joined in order)."""
+
+    info: DatasetInfo
+    """The dataset's metadata (spaces, env id)."""
+    obs: Any
+    """Space batch of all rows' observations (T+1 per row), raw."""
+    step_obs: np.ndarray
+    """``[S]`` index into ``obs`` of s_t of each step."""
+    actions: Any
+    """Space batch of ``S`` data actions."""
+    rewards: np.ndarray
+    """``[S]`` float32."""
+    terminateds: np.ndarray
+    """``[S]`` bool: the step reached a terminal state (no bootstrap)."""
+    episode_lengths: np.ndarray
+    """``[E]`` int64 steps per episode; the steps of episode i follow those of episode i − 1."""
+    initial_obs: np.ndarray
+    """``[E]`` index into ``obs`` of each episode's first observation."""
+    action_logp: np.ndarray | None
+    """``[S]`` log μ(a_t|s_t) of the behaviour policy, or ``None`` if the dataset does not record it."""
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episode_lengths)
+
+
+def load_ope_episodes(path: str | Path, validate: bool = True) -> OPEEpisodes:
+    """Read (and by default first validate) a dataset; multi-agent datasets are refused."""
+    if validate:
+        require_valid(path)
+    info = read_info(path)
+    table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
+    if S.AGENT_ID in table.column_names and table.column(S.AGENT_ID).null_count < len(table):
+        raise ValueError(f"{path}: a multi-agent dataset; OPE evaluates single-agent policies")
+    order = pc.sort_indices(table, sort_keys=[(S.EPISODE_ID, "ascending"), (S.CHUNK_INDEX, "ascending")])
+    table = table.take(order)
+    cols = EpisodeColumns.from_arrow(table, info.observation_space, info.action_space, extra_columns=[C.ACTION_LOGP])
+    ids = table.column(S.EPISODE_ID).to_numpy(zero_copy_only=False)
+    first_row = np.r_[True, ids[1:] != ids[:-1]] if len(ids) else np.zeros(0, dtype=bool)  # [rows]
+    row_episode = np.cumsum(first_row) - 1
+    episode_lengths = np.bincount(row_episode, weights=cols.lengths, minlength=int(first_row.sum())).astype(np.int64)
+    row_obs_start = np.cumsum(np.r_[0, cols.lengths[:-1] + 1]).astype(np.int64)  # [rows]
+    terminateds = cols.last_step_mask() & np.repeat(cols.terminated, cols.lengths)
+    logp = cols.extras.get(C.ACTION_LOGP)
+    if logp is not None:
+        logp = np.asarray(logp, dtype=np.float64).reshape(cols.num_steps)
+    return OPEEpisodes(info=info, obs=cols.obs, step_obs=cols.obs_index(), actions=cols.actions,
+                       rewards=cols.rewards, terminateds=terminateds, episode_lengths=episode_lengths,
+                       initial_obs=row_obs_start[first_row], action_logp=logp)

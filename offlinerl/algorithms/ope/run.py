@@ -1,0 +1,181 @@
+"""Off-policy evaluation of checkpoints on a dataset: FQE and the importance-sampling family.
+
+Which policy each method evaluates:
+
+- ``fqe``: the deployed policy, ``forward_inference`` (what ``offlinerl evaluate`` runs).
+- ``is``, ``wis``, ``pdis``, ``dr``: the module's stochastic policy, the distribution
+  ``forward_exploration`` samples from (π(a|s) must exist); refused with a reason for
+  deterministic modules (TD3+BC) and for datasets without ``action_logp``. DR's control
+  variate is FQE's Q̂ of the deployed policy with V̂(s) = E_{a~π} Q̂(s, a), which keeps DR
+  unbiased for the stochastic policy.
+
+Every estimate is of the discounted return from the dataset's initial states; its
+interval is a percentile bootstrap over episodes (for FQE, over the initial states
+with Q̂ held fixed, so it ignores FQE's own fitting error).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from offlinerl.algorithms.checkpoint import load_checkpoint
+from offlinerl.algorithms.ope import estimators as E
+from offlinerl.algorithms.ope.data import OPEEpisodes, load_ope_episodes
+from offlinerl.algorithms.ope.fqe import FQEConfig, FQEData, QNetwork, fit_fqe
+from offlinerl.core import columns as C
+from offlinerl.core.rl_module import MultiRLModule
+from offlinerl.env.env_check import space_mismatch
+
+__all__ = ["METHODS", "OPEConfig", "evaluate_policy_offline", "ope_checkpoints"]
+
+METHODS = ("fqe", "is", "wis", "pdis", "dr")
+_IS_FAMILY = {"is": E.importance_sampling, "wis": E.weighted_is, "pdis": E.per_decision_is}
+_CHUNK = 8192
+
+
+@dataclass(frozen=True, kw_only=True)
+class OPEConfig:
+    """What to estimate and how."""
+
+    methods: tuple[str, ...] = METHODS
+    """Estimators to run, among ``METHODS``."""
+    gamma: float = 0.99
+    """Discount of the estimated return."""
+    fqe: FQEConfig = field(default_factory=FQEConfig)
+    """How FQE fits (also the Q̂ of DR)."""
+    num_resamples: int = 1000
+    """Bootstrap resamples of the episodes."""
+    confidence: float = 0.95
+    """Coverage of the percentile interval."""
+    action_samples: int = 16
+    """Samples of π per state for V̂(s) = E_π Q̂(s, ·) with continuous actions (DR)."""
+    seed: int = 0
+    """Seed of the bootstrap and of π's samples."""
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown or not self.methods:
+            raise ValueError(f"OPEConfig.methods: unknown {unknown or 'none given'}; choose among {', '.join(METHODS)}")
+        if not 0 <= self.gamma < 1:
+            raise ValueError(f"OPEConfig.gamma must be in [0, 1), got {self.gamma}")
+        if not 0 < self.confidence < 1 or self.num_resamples < 1 or self.action_samples < 1:
+            raise ValueError("OPEConfig: confidence in (0, 1), num_resamples >= 1 and action_samples >= 1 needed")
+
+
+def _torch_actions(actions: Any, discrete: bool) -> torch.Tensor:
+    return torch.as_tensor(np.array(actions, dtype=np.int64 if discrete else np.float32))
+
+
+@torch.no_grad()
+def _chunked(fn: Callable[[slice], torch.Tensor], n: int) -> torch.Tensor:
+    return torch.cat([fn(slice(i, i + _CHUNK)) for i in range(0, n, _CHUNK)]) if n else torch.zeros(0)
+
+
+def _row(method: str, policy: str, estimate: float | None = None, ci: tuple[float, float] | None = None,
+         episodes: int = 0, **extra: Any) -> dict[str, Any]:
+    def num(x: float | None) -> float | None:
+        return None if x is None or not math.isfinite(x) else float(x)
+
+    return {"method": method, "policy": policy, "estimate": num(estimate), "ci_low": num(ci[0]) if ci else None,
+            "ci_high": num(ci[1]) if ci else None, "episodes": episodes, **extra}
+
+
+@torch.no_grad()
+def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
+                            config: OPEConfig = OPEConfig()) -> list[dict[str, Any]]:
+    """One row per method: estimate, interval, episodes (and ESS for the IS family), or ``skipped``: why."""
+    if isinstance(module, MultiRLModule):
+        module = module[module.module_for_agent(None)]
+    module.eval()
+    space = data.info.action_space
+    discrete = hasattr(space, "n")
+    obs = torch.as_tensor(np.array(env_to_module({C.OBS: data.obs})[C.OBS], dtype=np.float32))  # [rows + S, D]
+    n_obs = len(obs)
+    deployed = _chunked(lambda s: module.forward_inference({C.OBS: obs[s]})[C.ACTIONS], n_obs)  # π(s) of every obs
+    s_idx = torch.as_tensor(data.step_obs)
+    actions = _torch_actions(data.actions, discrete)
+    rewards = torch.as_tensor(np.array(data.rewards, dtype=np.float32))
+    gen = torch.Generator().manual_seed(config.seed)
+    rows, q = [], None
+    if "fqe" in config.methods or "dr" in config.methods:
+        fqe_data = FQEData(obs=obs[s_idx], actions=actions, rewards=rewards, next_obs=obs[s_idx + 1],
+                           terminateds=torch.as_tensor(data.terminateds, dtype=torch.float32),
+                           next_actions=deployed[s_idx + 1].unsqueeze(1), next_weights=torch.ones(len(s_idx), 1))
+        q, metrics = fit_fqe(fqe_data, space, config.gamma, config.fqe)
+        init = torch.as_tensor(data.initial_obs)
+        v0 = q(obs[init], deployed[init]).double().numpy()  # [E] Q̂(s0, π(s0))
+        if "fqe" in config.methods:
+            ci = E.bootstrap_ci(np.mean, [v0], num_resamples=config.num_resamples, confidence=config.confidence,
+                                seed=config.seed)
+            rows.append(_row("fqe", "deployed", float(v0.mean()), ci, data.num_episodes, **metrics))
+    wanted = [m for m in ("is", "wis", "pdis", "dr") if m in config.methods]
+    if not wanted:
+        return rows
+    reason = None
+    if data.action_logp is None:
+        reason = "the dataset records no action_logp (behaviour log-probs)"
+    else:
+        probe = module.forward_exploration({C.OBS: obs[:1]})
+        if C.ACTION_DIST_INPUTS not in probe:
+            reason = f"{type(module).__name__} acts deterministically: π(a|s) is undefined, IS needs a stochastic policy"
+    if reason is not None:
+        return rows + [_row(m, "stochastic", skipped=reason) for m in wanted]
+    dist_inputs = _chunked(lambda s: module.forward_exploration({C.OBS: obs[s]})[C.ACTION_DIST_INPUTS], n_obs)
+    logp_pi = module.action_dist(dist_inputs[s_idx]).log_prob(actions).double().numpy()  # [S]
+    lengths = data.episode_lengths
+    r, mask = E.pad_episodes(data.rewards, lengths)
+    logr, _ = E.pad_episodes(logp_pi - data.action_logp, lengths)
+    ess = E.effective_sample_size(np.where(mask, logr, 0.0).sum(axis=1))
+    boot = dict(num_resamples=config.num_resamples, confidence=config.confidence, seed=config.seed)
+    for m in wanted:
+        if m == "dr":
+            dist = module.action_dist(dist_inputs[s_idx])
+            if discrete:
+                pairs = torch.arange(space.n).expand(len(s_idx), -1), dist.probs().float()
+            else:
+                samples = torch.stack([dist.sample(gen) for _ in range(config.action_samples)], dim=1)  # [S, K, A]
+                pairs = samples, torch.full(samples.shape[:2], 1 / config.action_samples)
+            step_obs = obs[s_idx]
+            qv = _chunked(lambda s: q(step_obs[s], actions[s]), len(s_idx)).double().numpy()
+            vv = _chunked(lambda s: q.q_values(step_obs[s], pairs[0][s], pairs[1][s]), len(s_idx)).double().numpy()
+            qt, _ = E.pad_episodes(qv, lengths)
+            vt, _ = E.pad_episodes(vv, lengths)
+            stat = (lambda a, b, c, d, mk: E.doubly_robust(a, b, c, d, mk, config.gamma))
+            arrays = [r, logr, qt, vt, mask]
+        else:
+            est = _IS_FAMILY[m]
+            stat = (lambda a, b, mk, est=est: est(a, b, mk, config.gamma))
+            arrays = [r, logr, mask]
+        rows.append(_row(m, "stochastic", stat(*arrays), E.bootstrap_ci(stat, arrays, **boot), data.num_episodes,
+                         ess=ess))
+    return rows
+
+
+def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, config: OPEConfig = OPEConfig(),
+                    validate: bool = True) -> dict[str, Any]:
+    """Estimate every checkpoint's value on ``dataset``; a JSON-ready report.
+
+    Raises ``ValueError`` (``CheckpointError``, ``InvalidDatasetError``, a space mismatch) before any fitting.
+    """
+    ckpts = [load_checkpoint(p) for p in checkpoints]
+    data = load_ope_episodes(dataset, validate=validate)
+    for ckpt in ckpts:
+        for what, want, have in (("observation", ckpt.observation_space, data.info.observation_space),
+                                 ("action", ckpt.action_space, data.info.action_space)):
+            if (problem := space_mismatch(want, have, f"{what} space")) is not None:
+                raise ValueError(f"{ckpt.path} does not fit {dataset}: {problem.replace('the env has', 'the dataset has')}")
+        if len(ckpt.module_ids) > 1:
+            raise ValueError(f"{ckpt.path}: holds {len(ckpt.module_ids)} modules; OPE evaluates single-agent policies")
+    results = []
+    for ckpt in ckpts:
+        rows = evaluate_policy_offline(ckpt.build_module(inference_only=True), ckpt.env_to_module(), data, config)
+        results.append({"checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm, "methods": rows})
+    return {"dataset": str(dataset), "env_id": data.info.env_id, "episodes": data.num_episodes,
+            "steps": int(data.episode_lengths.sum()), "gamma": config.gamma, "confidence": config.confidence,
+            "num_resamples": config.num_resamples, "results": results}

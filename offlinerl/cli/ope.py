@@ -1,0 +1,83 @@
+"""``offlinerl ope CHECKPOINT... --dataset DS``: estimate checkpoints' returns from a dataset, without their env."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "format_table"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ope",
+        help="off-policy evaluation of checkpoints on a dataset (FQE, IS, WIS, PDIS, DR)",
+        description="Estimate the discounted return of each CHECKPOINT's policy from the episodes of DATASET, "
+        "without running its env. fqe (fitted Q evaluation) evaluates the deployed policy (forward_inference); "
+        "is, wis, pdis and dr evaluate the module's stochastic policy (what forward_exploration samples) and need "
+        "the dataset's action_logp (behaviour log-probs); they are skipped, with the reason, otherwise. Each "
+        "estimate comes with a percentile bootstrap interval over episodes (see docs/ope.md).",
+    )
+    p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="checkpoint directories")
+    p.add_argument("--dataset", required=True, help="episode dataset directory")
+    p.add_argument("--method", default="fqe,is,wis,pdis,dr", help="comma-separated estimators (default: all)")
+    p.add_argument("--gamma", type=float, default=0.99, help="discount of the estimated return (default 0.99)")
+    p.add_argument("--fqe-updates", type=int, default=5000, help="FQE gradient steps (default 5000)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of FQE, the bootstrap and policy samples")
+    p.add_argument("--out", help="also write the report as JSON to FILE.json")
+    p.add_argument("--skip-validation", action="store_true", help="do not validate the dataset first")
+    p.set_defaults(func=run)
+
+
+def _num(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """One line per checkpoint × method: estimate, interval, episodes, ESS, or why it was skipped."""
+    lines = [f"dataset {report['dataset']} ({report['episodes']} episodes, γ = {report['gamma']}, "
+             f"{report['confidence']:.0%} bootstrap intervals)",
+             f"{'checkpoint':<40} {'method':<5} {'policy':<10} {'estimate':>10} {'interval':>22} {'ESS':>7}"]
+    for result in report["results"]:
+        name = result["checkpoint"] if len(result["checkpoint"]) <= 40 else "…" + result["checkpoint"][-39:]
+        for row in result["methods"]:
+            if row.get("skipped"):
+                lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} skipped: {row['skipped']}")
+                continue
+            ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+            lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} {_num(row['estimate']):>10} {ci:>22} "
+                         f"{_num(row.get('ess')):>7}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.ope.fqe import FQEConfig
+    from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+    from offlinerl.episodes.validate import InvalidDatasetError
+
+    try:
+        config = OPEConfig(methods=tuple(m.strip() for m in args.method.split(",") if m.strip()), gamma=args.gamma,
+                           fqe=FQEConfig(num_updates=args.fqe_updates, seed=args.seed),
+                           num_resamples=args.resamples, seed=args.seed)
+    except ValueError as exc:
+        print(f"offlinerl ope: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = ope_checkpoints(args.checkpoints, args.dataset, config, validate=not args.skip_validation)
+    except InvalidDatasetError:
+        print(f"offlinerl ope: {args.dataset} failed validation; `offlinerl validate {args.dataset}` shows why",
+              file=sys.stderr)
+        return 1
+    except (FileNotFoundError, ValueError) as exc:
+        first = str(exc).splitlines()[0]
+        print(f"offlinerl ope: {first}", file=sys.stderr)
+        return 1
+    print(format_table(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+        print(f"wrote {args.out}")
+    return 0

@@ -1,0 +1,67 @@
+"""``offlinerl ope``: help, the table and JSON report, and one-line refusals with exit 1."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from offlinerl.cli import main
+from offlinerl.episodes import write_dataset
+from tests.algorithms.test_export_policy import write_untrained_checkpoint
+from tests.episodes.builders import make_episode
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ope-cli")
+    write_dataset([make_episode(i, OBS, ACT, steps=15, truncated=True) for i in range(6)], root / "data",
+                  observation_space=OBS, action_space=ACT)
+    return root / "data", write_untrained_checkpoint(root / "ckpt", OBS, ACT, "iql", True)
+
+
+def _run(capsys, *args) -> tuple[int, str, str]:
+    code = main(["ope", *map(str, args)])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    return code, out.out, out.err
+
+
+def test_help_names_methods_and_policies(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["ope", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0
+    for words in ("--dataset", "--method", "--out", "fqe", "wis", "pdis", "action_logp", "forward_inference",
+                  "forward_exploration", "bootstrap"):
+        assert words in text
+
+
+def test_prints_a_table_and_writes_strict_json(capsys, inputs, tmp_path):
+    data, ckpt = inputs
+    code, out, err = _run(capsys, ckpt, "--dataset", data, "--method", "fqe,wis", "--fqe-updates", "50",
+                          "--resamples", "20", "--out", tmp_path / "r.json")
+    assert code == 0, err
+    assert "fqe" in out and "skipped: the dataset records no action_logp" in out
+    report = json.loads((tmp_path / "r.json").read_text())
+    fqe, wis = report["results"][0]["methods"]
+    assert fqe["method"] == "fqe" and fqe["ci_low"] <= fqe["estimate"] <= fqe["ci_high"] and fqe["episodes"] == 6
+    assert wis["estimate"] is None and wis["skipped"]
+
+
+@pytest.mark.parametrize("case", ["missing-checkpoint", "not-a-dataset", "bad-method", "other-spaces"])
+def test_bad_inputs_are_one_line(capsys, inputs, tmp_path, case):
+    data, ckpt = inputs
+    args = {"missing-checkpoint": [tmp_path / "nope", "--dataset", data],
+            "not-a-dataset": [ckpt, "--dataset", tmp_path],
+            "bad-method": [ckpt, "--dataset", data, "--method", "fqe,magic"],
+            "other-spaces": [write_untrained_checkpoint(tmp_path / "c", gym.spaces.Box(-1.0, 1.0, (4,), np.float32),
+                                                        ACT, "bc", False), "--dataset", data]}[case]
+    code, out, err = _run(capsys, *args)
+    assert code == (2 if case == "bad-method" else 1)
+    assert err.startswith("offlinerl ope: ") and err.count("\n") == 1 and not out
