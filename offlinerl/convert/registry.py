@@ -14,6 +14,7 @@ CONVERTERS: tuple[str, ...] = (
     "offlinerl.convert.samplebatch.command",
     "offlinerl.convert.rllib.command",
     "offlinerl.convert.minari",
+    "offlinerl.convert.table.command",
 )
 
 

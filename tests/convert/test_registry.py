@@ -13,7 +13,7 @@ from tests.convert.helpers import run_cli
 
 def test_registered_converters_have_unique_names():
     names = [c.name for c in registry.converters()]
-    assert names == ["samplebatch", "rllib-parquet", "minari"]
+    assert names == ["samplebatch", "rllib-parquet", "minari", "table"]
 
 
 def test_a_new_module_plus_one_registry_line_is_a_sub_command(monkeypatch, tmp_path):

@@ -1,0 +1,55 @@
+"""``offlinerl convert table``: step logs (CSV, parquet, JSON lines) + a spec -> episode dataset."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from offlinerl.convert.interface import EXIT_USAGE, ConvertUsageError, Converter
+from offlinerl.convert.options import add_allow_quarantine, show_progress
+from offlinerl.convert.report import finish
+
+__all__ = ["CONVERTER"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="+", help=".csv, .parquet, .jsonl/.json files, directories (searched "
+                   "recursively) or globs")
+    p.add_argument("--spec", required=True, help="the YAML (or .json) spec mapping columns (docs/convert.md, "
+                   "'Your own step logs: convert table')")
+    p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
+    add_allow_quarantine(p)
+    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
+
+
+def run(args: argparse.Namespace) -> int:
+    import ray.data
+
+    from offlinerl.convert.table.convert import convert_table
+    from offlinerl.convert.table.spec import load_spec
+    from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError
+    from offlinerl.ray_utils import init_ray
+
+    try:
+        spec = load_spec(args.spec)
+        init_ray(args.ray_address)
+        ray.data.DataContext.get_current().enable_progress_bars = show_progress()
+        report = convert_table(args.input, args.output, spec,
+                               max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
+                               overwrite=args.overwrite, allow_quarantine=args.allow_quarantine)
+    except (FileNotFoundError, OutputExistsError, ConvertUsageError, ValueError) as exc:
+        print(f"offlinerl convert table: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return finish(report, args.allow_quarantine)
+
+
+CONVERTER = Converter(
+    name="table",
+    help="your own step logs (CSV, parquet, JSON lines; one row per step) mapped by a --spec YAML",
+    description="Convert step tables (one row per env step) into an episode dataset. A spec names the episode "
+    "id, step, observation, action, reward and end-flag columns (docs/convert.md, 'Your own step logs'). Rows "
+    "are grouped by episode and sorted by step with Ray Data; bad rows and the episodes they break go to "
+    "OUT/_quarantine/records.jsonl with file, line/row and reason.",
+    add_arguments=add_arguments,
+    run=run,
+)

@@ -1,0 +1,210 @@
+"""Convert step tables (CSV, parquet, JSON lines) into an episode dataset, as a Ray Data job.
+
+1. ``from_items(files).map_batches(read_file)``: each file is read by one task into typed step rows
+   (:mod:`offlinerl.convert.table.rows`), materialised.
+2. Spaces: declared in the spec, else the env's (``env``), else inferred from those rows
+   (:func:`infer_spaces`) and written into the dataset and the report for the user to check.
+3. ``groupby(episode id).map_groups(build_episode)`` (:mod:`offlinerl.convert.table.episodes`).
+4. Tally, then write atomically with the quarantine file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from offlinerl.convert.interface import ConvertUsageError
+from offlinerl.convert.quarantine import QuarantineWriter
+from offlinerl.convert.report import ConversionReport
+from offlinerl.convert.rllib.common import BY_RECORDING, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal
+from offlinerl.convert.rllib.convert import _sort_shuffle
+from offlinerl.convert.spaces import env_spaces
+from offlinerl.convert.table.episodes import LOGP_COLUMN, EpisodeSettings, build_episode, leaf_spaces
+from offlinerl.convert.table.rows import (
+    ACTION, ACTION_INT, ERROR, KEY, NO_EPISODE, ReadSettings, find_table_files, obs_col, read_file,
+)
+from offlinerl.convert.table.spec import LEAF, TableSpec
+from offlinerl.episodes import schema as S
+from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
+from offlinerl.episodes.spaces import SpaceError, space_from_json, space_to_json
+
+__all__ = ["convert_table", "infer_spaces"]
+
+CONVERTER = "offlinerl.convert.table.convert"
+
+
+def _stats(batch: pa.Table, leaves: tuple[str, ...]) -> pa.Table:
+    """Per block: the width counts of each observation leaf and the action, and the action's integer range."""
+    ok = batch.filter(pc.is_null(batch.column(ERROR)))
+    out: dict[str, object] = {}
+    for name in (*leaves, ACTION):
+        widths = Counter(len(v) for v in ok.column(name).to_pylist() if v is not None)
+        out[name] = json.dumps(dict(widths))
+    acts = [v for v in ok.column(ACTION).to_pylist() if v is not None]
+    ints = ok.column(ACTION_INT).to_pylist()
+    out["int"] = all(i for i, v in zip(ints, ok.column(ACTION).to_pylist()) if v is not None)
+    flat = [x for v in acts for x in v]
+    out["min"], out["max"] = (min(flat), max(flat)) if flat else (None, None)
+    return pa.table({k: [v] for k, v in out.items()})
+
+
+def infer_spaces(rows, spec: TableSpec) -> tuple[gym.Space, gym.Space, list[str]]:
+    """Observation Box(-inf, inf, float32) of each leaf's most common width; action Discrete(max + 1) when
+    one column holds only integers written as integers, 0 or more, else Box(-inf, inf, float32)."""
+    leaves = tuple(obs_col(k) for k, _ in spec.observation.leaves)
+    stats = rows.map_batches(_stats, batch_format="pyarrow", fn_kwargs={"leaves": leaves}).take_all()
+    widths = {name: Counter() for name in (*leaves, ACTION)}
+    for s in stats:
+        for name in widths:
+            widths[name].update({int(k): v for k, v in json.loads(s[name]).items()})
+    if not widths[ACTION]:
+        raise ConvertUsageError("no readable step rows: cannot infer the spaces (declare them in the spec)")
+    top = {name: c.most_common(1)[0][0] if c else 1 for name, c in widths.items()}
+    boxes = {k: gym.spaces.Box(-np.inf, np.inf, shape=(top[obs_col(k)],), dtype=np.float32)
+             for k, _ in spec.observation.leaves}
+    obs = gym.spaces.Dict(boxes) if spec.observation.is_dict else boxes[LEAF]
+    lows = [s["min"] for s in stats if s["min"] is not None]
+    highs = [s["max"] for s in stats if s["max"] is not None]
+    discrete = (len(spec.action.leaves[0][1]) == 1 and top[ACTION] == 1 and all(s["int"] for s in stats)
+                and lows and min(lows) >= 0)
+    act: gym.Space = (gym.spaces.Discrete(int(max(highs)) + 1) if discrete
+                      else gym.spaces.Box(-np.inf, np.inf, shape=(top[ACTION],), dtype=np.float32))
+    note = (f"spaces inferred from the data: observation {obs}, action {act} (check them; declare "
+            "observation_space/action_space in the spec for the real bounds)")
+    return obs, act, [note]
+
+
+def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | None, gym.Space | None, dict | None]:
+    obs = act = env_spec = None
+    try:
+        obs = space_from_json(spec.observation_space) if spec.observation_space else None
+        act = space_from_json(spec.action_space) if spec.action_space else None
+    except (SpaceError, ValueError, KeyError, TypeError) as exc:
+        raise ConvertUsageError(f"spec: a declared space is not a space in JSON form ({exc})") from exc
+    report.observation_space_from = "given" if obs else report.observation_space_from
+    report.action_space_from = "given" if act else report.action_space_from
+    if spec.env:
+        env = env_spaces(spec.env, what="spec: env")
+        if obs is None:
+            obs, report.observation_space_from = env.observation_space, f"env {spec.env}"
+        if act is None:
+            act, report.action_space_from = env.action_space, f"env {spec.env}"
+        env_spec = env.env_spec
+    if obs is not None and {k for k, _ in leaf_spaces(obs)} != {k for k, _ in spec.observation.leaves}:
+        raise ConvertUsageError(f"spec: observation has keys {[k for k, _ in spec.observation.leaves]}, "
+                                f"the observation space {obs} has others")
+    if act is not None and isinstance(act, (gym.spaces.Dict, gym.spaces.Tuple)):
+        raise ConvertUsageError(f"spec: action space {act}: Dict/Tuple actions are not supported")
+    return obs, act, env_spec
+
+
+def convert_table(
+    inputs: Sequence[str | Path], output: str | Path, spec: TableSpec, *,
+    max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW, overwrite: bool = False, allow_quarantine: bool = False,
+) -> ConversionReport:
+    """Convert step tables at ``inputs`` (files, directories, globs) into an episode dataset at ``output``."""
+    import ray.data
+
+    items = [str(i) for i in inputs]
+    files = [str(f) for f in find_table_files(items)]
+    input_paths = [Path(f) for f in files] + [Path(i) for i in items if Path(i).is_dir()]
+    check_output(output, overwrite, kind="dataset", inputs=input_paths)
+    report = ConversionReport(source_format="step table (CSV / parquet / JSON lines)", record_unit="step rows",
+                              output=str(Path(output).resolve()), files=len(files))
+    obs_space, act_space, env_spec = _declared(spec, report)
+    read = ReadSettings(spec, tuple(files))
+    rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
+            .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
+            .materialize())
+    if obs_space is None or act_space is None:
+        inferred_obs, inferred_act, notes = infer_spaces(rows, spec)
+        report.notes += notes
+        obs_space, act_space = obs_space or inferred_obs, act_space or inferred_act
+        for what in ("observation", "action"):
+            if getattr(report, f"{what}_space_from") == "inferred":
+                setattr(report, f"{what}_space_from", "inferred from the data")
+    extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
+    group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
+    with _sort_shuffle():
+        episodes = (rows.groupby(KEY, num_partitions=max(1, min(len(files) * 4, 64)))
+                    .map_groups(build_episode, batch_format="pyarrow",
+                                fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})
+                    .materialize())
+    quarantine, written = _tally(episodes, report)
+    report.records_read = sum(1 for r in quarantine if r["level"] != "file") + report.steps + (
+        0 if spec.next_observation else written)
+    with atomic_directory(output, overwrite, kind="dataset", inputs=input_paths) as tmp:
+        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
+        _write(episodes, tmp, report, quarantine, group, spec, env_spec, files)
+    return report
+
+
+def _tally(ds, report: ConversionReport) -> tuple[list[dict], int]:
+    """Count what the group stage did; every quarantine record and the number of episodes written."""
+    quarantine: list[dict] = []
+    written = 0
+    columns = [STATUS, QUARANTINE, BY_RECORDING, STEPS, S.TERMINATED, S.TRUNCATED, S.CHUNK_INDEX, S.EPISODE_ID]
+    for batch in ds.select_columns(columns).iter_batches(batch_format="pyarrow", batch_size=4096):
+        for row in batch.to_pylist():
+            records = json.loads(row[QUARANTINE]) if row[QUARANTINE] else []
+            quarantine.extend(records)
+            if row[STATUS] != "ok":
+                if row[S.EPISODE_ID] != NO_EPISODE:
+                    episode_level = [r["reason"] for r in records if r["level"] == "episode"]
+                    report.add_episode_reason(episode_level[0] if episode_level else "partly_unreadable",
+                                              len(records))
+                continue
+            report.rows += 1
+            report.steps += row[STEPS]
+            written += row[S.CHUNK_INDEX] == 0
+            report.terminated += row[S.TERMINATED]
+            if row[S.TRUNCATED]:
+                report.truncated += 1
+                report.truncated_by_recording += row[BY_RECORDING]
+    files_bad = {r["file"] for r in quarantine if r["level"] == "file"}
+    report.files_unreadable = len(files_bad)
+    for rec in quarantine:
+        if rec["level"] != "file":
+            report.add_record_reason(rec["reason"])
+    return quarantine, written
+
+
+def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], group: GroupSettings,
+           spec: TableSpec, env_spec: dict | None, sources: Sequence[str]) -> None:
+    """Write the dataset, its quarantine file and ``dataset.json`` into the output's temporary directory."""
+    report.details["final_observation"] = ("next_observation column" if spec.next_observation
+                                           else "last row of each episode")
+    report.details["observation_space_json"] = space_to_json(group.observation_space)
+    report.details["action_space_json"] = space_to_json(group.action_space)
+    provenance = {
+        "converter": CONVERTER, "source_format": "step table",
+        "sources": list(sources) if len(sources) <= 100 else [*sources[:100], f"... {len(sources) - 100} more"],
+        "report": report.to_json(),
+    }
+    staging = tmp / "_staging"
+    info = write_dataset(
+        ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
+        observation_space=group.observation_space, action_space=group.action_space,
+        env_id=spec.env, env_spec=env_spec, extra_columns=dict(group.extra_columns),
+        max_steps_per_row=group.max_steps_per_row, provenance=provenance,
+    )
+    for f in staging.iterdir():
+        os.rename(f, tmp / f.name)
+    shutil.rmtree(staging)
+    report.episodes = info.num_episodes
+    with QuarantineWriter(tmp) as out:
+        for rec in quarantine:
+            out.write(rec)
+    report.quarantine_file = out.relative_path
+    info.provenance["report"] = report.to_json()
+    info.write(tmp)

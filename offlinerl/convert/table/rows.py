@@ -1,0 +1,312 @@
+"""Reading step tables (CSV, JSON lines, parquet) into typed step rows, one Ray task per file.
+
+Every row keeps its file and 1-based position, counted as an editor shows it:
+``line`` in CSV and JSON-lines files (the CSV header is line 1, so the first
+data row is line 2; a quoted cell spanning lines counts at the line where its
+row ends; blank JSON lines are skipped but counted), ``row`` in parquet files
+(the first row is row 1). A cell that cannot be read gives the row an error
+(``reason\\tmessage``) instead of a value; a missing cell gives a null, which
+the episode stage refuses in a step row (``missing_value``) but accepts in
+the final-observation row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from offlinerl.convert.quarantine import raw_excerpt
+from offlinerl.convert.table.spec import TableSpec
+
+__all__ = ["ReadSettings", "CellError", "row_schema", "read_file", "position_key", "obs_col", "next_col",
+           "KEY", "FILE", "POS", "ERROR", "RAW", "STEP", "ACTION", "ACTION_INT", "REWARD", "TERM", "TRUNC", "LOGP",
+           "NO_EPISODE"]
+
+KEY, FILE, POS, ERROR, RAW, STEP = "_key", "_file", "_pos", "_error", "_raw", "_step"
+ACTION, ACTION_INT, REWARD, TERM, TRUNC, LOGP = "_a", "_a_int", "_reward", "_term", "_trunc", "_logp"
+#: Group key of rows whose episode id cannot be read (quarantined, never an episode).
+NO_EPISODE = "\x00(rows without a readable episode id)"
+_BLOCK_ROWS = 4096
+_TRUE, _FALSE = {"true", "1", "t", "yes", "1.0"}, {"false", "0", "f", "no", "0.0"}
+
+
+def obs_col(key: str) -> str:
+    """Row-table column of one observation leaf."""
+    return f"_o/{key}"
+
+
+def next_col(key: str) -> str:
+    """Row-table column of one next-observation leaf."""
+    return f"_n/{key}"
+
+
+def position_key(path: str) -> str:
+    """``row`` for parquet files, ``line`` for text files (the quarantine record's position key)."""
+    return "row" if path.endswith(".parquet") else "line"
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    """What a read task needs (picklable)."""
+
+    spec: TableSpec
+    """The column mapping."""
+    files: tuple[str, ...]
+    """All input files (index = file position)."""
+
+
+class CellError(ValueError):
+    """A cell that cannot be read: ``reason`` is the quarantine code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def row_schema(spec: TableSpec) -> pa.Schema:
+    """Arrow schema of the typed step rows (the input of the group-by)."""
+    step_type = pa.int64() if spec.step_kind == "index" else pa.float64()
+    vec = pa.list_(pa.float64())
+    fields = [pa.field(KEY, pa.string()), pa.field(FILE, pa.int32()), pa.field(POS, pa.int64()),
+              pa.field(ERROR, pa.string()), pa.field(RAW, pa.string()), pa.field(STEP, step_type)]
+    fields += [pa.field(obs_col(k), vec) for k, _ in spec.observation.leaves]
+    if spec.next_observation:
+        fields += [pa.field(next_col(k), vec) for k, _ in spec.next_observation.leaves]
+    fields += [pa.field(ACTION, vec), pa.field(ACTION_INT, pa.bool_()), pa.field(REWARD, pa.float64()),
+               pa.field(TERM, pa.bool_()), pa.field(TRUNC, pa.bool_()), pa.field(LOGP, pa.float64())]
+    return pa.schema(fields)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip())
+
+
+def _number(v: Any, col: str, finite: bool) -> tuple[float, bool]:
+    """A cell as a float and whether it was written as an integer."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str, np.number)):
+        raise CellError("non_numeric", f"column {col!r}: {v!r} is not a number")
+    if isinstance(v, str):
+        text = v.strip()
+        try:
+            x = float(text)
+        except ValueError:
+            raise CellError("non_numeric", f"column {col!r}: {v!r} is not a number") from None
+        is_int = text.lstrip("+-").isdigit()
+    else:
+        x, is_int = float(v), isinstance(v, (int, np.integer))
+    if math.isnan(x):
+        raise CellError("nan", f"column {col!r} is NaN")
+    if finite and math.isinf(x):
+        raise CellError("non_finite", f"column {col!r} is {x} (must be finite)")
+    return x, is_int
+
+
+def _vector(row: dict, cols: tuple[str, ...], finite: bool) -> tuple[list[float] | None, bool]:
+    """One leaf's values (None if every cell is missing) and whether all were written as integers."""
+    cells = [row.get(c) for c in cols]
+    if all(_missing(c) for c in cells):
+        return None, False
+    if any(_missing(c) for c in cells):
+        missing = [c for c, v in zip(cols, cells) if _missing(v)]
+        raise CellError("missing_value", f"column {missing[0]!r} is empty")
+    if len(cols) == 1:
+        v = cells[0]
+        if isinstance(v, str) and v.strip().startswith("["):
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError:
+                raise CellError("non_numeric", f"column {cols[0]!r}: {v!r} is not a JSON list") from None
+        if isinstance(v, (list, tuple, np.ndarray)):
+            try:
+                flat = np.asarray(v, dtype=object).ravel().tolist()
+            except ValueError:
+                raise CellError("wrong_width", f"column {cols[0]!r}: a ragged nested list") from None
+            if any(isinstance(x, (list, tuple)) for x in flat):
+                raise CellError("wrong_width", f"column {cols[0]!r}: a ragged nested list")
+            parsed = [_number(x, cols[0], finite) for x in flat]
+            return [x for x, _ in parsed], all(i for _, i in parsed)
+        cells = [v]
+    parsed = [_number(v, c, finite) for v, c in zip(cells, cols)]
+    return [x for x, _ in parsed], all(i for _, i in parsed)
+
+
+def _flag(v: Any, col: str) -> bool | None:
+    if _missing(v):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    text = str(v).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise CellError("bad_flag", f"column {col!r}: {v!r} is not a boolean (true/false, 1/0)")
+
+
+def _episode_id(v: Any, col: str) -> str:
+    if isinstance(v, str) and v.strip():
+        return v.strip()
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    raise CellError("bad_episode_id", f"column {col!r}: {v!r} is not an episode id (text or integer)")
+
+
+def _step(v: Any, col: str, kind: str) -> int | float:
+    if _missing(v):
+        raise CellError("missing_value", f"column {col!r} (the step) is empty")
+    if kind == "timestamp" and isinstance(v, str):
+        try:
+            x, _ = _number(v, col, True)
+            return x
+        except CellError:
+            try:
+                return datetime.fromisoformat(v.strip()).timestamp()
+            except ValueError:
+                raise CellError("bad_step", f"column {col!r}: {v!r} is not a timestamp") from None
+    if isinstance(v, datetime):
+        return v.timestamp()
+    try:
+        x, _ = _number(v, col, True)
+    except CellError:
+        raise CellError("bad_step", f"column {col!r}: {v!r} is not a step {kind}") from None
+    if kind == "index":
+        if not x.is_integer():
+            raise CellError("bad_step", f"column {col!r}: {v!r} is not an integer step index")
+        return int(v) if isinstance(v, (int, np.integer)) else int(x)
+    return x
+
+
+def parse_row(row: dict, spec: TableSpec) -> dict[str, Any]:
+    """The typed values of one table row (``CellError`` on the first cell that cannot be read)."""
+    out: dict[str, Any] = {KEY: _episode_id(row.get(spec.episode_id), spec.episode_id)}
+    out[STEP] = _step(row.get(spec.step), spec.step, spec.step_kind)
+    for key, cols in spec.observation.leaves:
+        out[obs_col(key)], _ = _vector(row, cols, finite=False)
+    for key, cols in (spec.next_observation.leaves if spec.next_observation else ()):
+        out[next_col(key)], _ = _vector(row, cols, finite=False)
+    out[ACTION], out[ACTION_INT] = _vector(row, spec.action.leaves[0][1], finite=True)
+    reward = row.get(spec.reward)
+    out[REWARD] = None if _missing(reward) else _number(reward, spec.reward, True)[0]
+    out[TERM] = _flag(row.get(spec.terminated.column), spec.terminated.column) if spec.terminated.column else None
+    out[TRUNC] = _flag(row.get(spec.truncated.column), spec.truncated.column) if spec.truncated.column else None
+    out[LOGP] = None
+    col = spec.logp_column
+    if col and not _missing(row.get(col)):
+        x, _ = _number(row[col], col, True)
+        if spec.propensity:
+            if not 0 < x <= 1:
+                raise CellError("bad_propensity", f"column {col!r}: {x} is not a probability in (0, 1]")
+            x = math.log(x)
+        out[LOGP] = x
+    return out
+
+
+def _records(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict | None, str | None, str | None]]:
+    """``(position, row dict or None, raw text, error)`` of every record of one file."""
+    if path.endswith(".parquet"):
+        pf = pq.ParquetFile(path)
+        missing = [c for c in columns if c not in pf.schema_arrow.names]
+        if missing:
+            raise CellError("missing_column", f"the file has no column {missing[0]!r}")
+        pos = 0
+        for batch in pf.iter_batches(batch_size=_BLOCK_ROWS, columns=list(columns)):
+            for row in batch.to_pylist():
+                pos += 1
+                yield pos, row, None, None
+    elif path.endswith(".csv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in columns if c not in (reader.fieldnames or ())]
+            if missing:
+                raise CellError("missing_column", f"the header has no column {missing[0]!r}")
+            for row in reader:
+                raw = json.dumps(row)
+                if None in row or any(v is None for v in row.values()):
+                    yield reader.line_num, row, raw, "wrong_width\tthe line has another number of cells than the header"
+                else:
+                    yield reader.line_num, row, raw, None
+    else:  # JSON lines
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield n, None, line.rstrip("\n"), f"bad_json\tnot a JSON object: {exc}"
+                    continue
+                if not isinstance(row, dict):
+                    yield n, None, line.rstrip("\n"), "bad_json\tnot a JSON object"
+                    continue
+                yield n, row, line.rstrip("\n"), None
+
+
+def read_file(batch: pa.Table, settings: ReadSettings) -> Iterator[pa.Table]:
+    """Ray ``map_batches`` function: one file index in, blocks of typed step rows out.
+
+    A file that cannot be read, or lacks a spec column, becomes one row with ``_pos`` null and the error.
+    """
+    spec, schema = settings.spec, row_schema(settings.spec)
+    for index in batch.column("file_index").to_pylist():
+        path, rows = settings.files[index], []
+        empty = {f.name: None for f in schema}
+        try:
+            for pos, row, raw, error in _records(path, spec.used_columns):
+                out = {**empty, KEY: NO_EPISODE, FILE: index, POS: pos, ERROR: error,
+                       RAW: raw_excerpt(raw)["raw"] if raw is not None else None}
+                if row is not None:
+                    try:
+                        if error is not None:
+                            raise CellError(*error.split("\t", 1))
+                        out.update(parse_row(row, spec))
+                    except CellError as exc:
+                        try:
+                            out[KEY] = _episode_id(row.get(spec.episode_id), spec.episode_id)
+                        except CellError:
+                            pass
+                        out[ERROR] = f"{exc.reason}\t{exc}"
+                rows.append(out)
+                if len(rows) >= _BLOCK_ROWS:
+                    yield pa.Table.from_pylist(rows, schema=schema)
+                    rows = []
+        except CellError as exc:
+            rows.append({**empty, KEY: NO_EPISODE, FILE: index, ERROR: f"{exc.reason}\t{exc}"})
+        except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
+            rows.append({**empty, KEY: NO_EPISODE, FILE: index,
+                         ERROR: f"unreadable_file\t{type(exc).__name__}: {exc}"})
+        if rows:
+            yield pa.Table.from_pylist(rows, schema=schema)
+
+
+def find_table_files(inputs: list[str]) -> list[Path]:
+    """Files, directories (searched recursively) and globs of ``.csv``, ``.parquet``, ``.jsonl``/``.json``."""
+    import glob
+
+    suffixes = (".csv", ".parquet", ".jsonl", ".json")
+    found: set[Path] = set()
+    for item in inputs:
+        p = Path(item)
+        matches = [p] if p.exists() else [Path(m) for m in glob.glob(str(item), recursive=True)]
+        if not matches:
+            raise FileNotFoundError(f"{item}: no such file, directory or glob match")
+        for m in matches:
+            if m.is_dir():
+                found.update(f for f in m.rglob("*") if f.is_file() and f.suffix in suffixes
+                             and not any(part.startswith((".", "_")) for part in f.relative_to(m).parts))
+            elif m.is_file():
+                found.add(m)
+    files = sorted(f.resolve() for f in found)
+    if not files:
+        raise FileNotFoundError(f"no .csv/.parquet/.jsonl/.json files under {', '.join(inputs)}")
+    return files
