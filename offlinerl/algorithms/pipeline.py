@@ -150,6 +150,12 @@ def load_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, 
     return pipeline, config, checkpoint
 
 
+def _why_no_env(algo: Algorithm) -> str:
+    if algo.offline_data.multi_module:
+        return f"the dataset holds {len(algo.offline_data.module_ids)} modules (env evaluation is single-agent)"
+    return "the dataset names no env and the pipeline sets no evaluation.env"
+
+
 def run_pipeline(
     pipeline: Pipeline,
     config: Any,
@@ -190,6 +196,9 @@ def run_pipeline(
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
+    if not algo.can_evaluate:
+        log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
+            "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")
     stop = pipeline.stop
     total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
     try:

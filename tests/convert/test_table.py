@@ -145,3 +145,32 @@ def test_bad_rows_are_quarantined_and_no_good_row_is_lost(tmp_path):
     assert report["records_read"] == csv_rows + jsonl_rows
     assert report["records_quarantined"] == len(records) and report["episodes"] == 2
     assert validate_dataset(out).ok
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_dataset_without_an_env_validates_trains_and_is_scored_offline(tmp_path, capsys):
+    from offlinerl.cli import main
+
+    src = _slice("cartpole-mixed", 3, tmp_path / "src")
+    spec_path = write_step_table(src, tmp_path / "steps.csv", "csv")
+    spec = yaml.safe_load(spec_path.read_text())
+    spec.pop("env")  # logs from a system without a simulator
+    spec_path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "logs"
+    assert run_cli(["convert", "table", str(tmp_path / "steps.csv"), "--spec", str(spec_path), "-o", str(out)]) == 0
+    assert read_info(out).env_id is None
+    assert main(["validate", str(out)]) == 0
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(out), "output": str(tmp_path / "runs"), "stop": {"iterations": 2},
+        "config": {"updates_per_iteration": 5, "train_batch_size": 16, "model": {"hidden": [8]}}}))
+    capsys.readouterr()
+    assert main(["train", str(job), "--output", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert "no evaluation env: the dataset names no env" in capsys.readouterr().out
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["updates"] == 10 and result["env"] is None and result["final_eval_return"] is None
+    assert main(["ope", result["checkpoint"], "--dataset", str(out), "--method", "fqe", "--fqe-updates", "50",
+                 "--resamples", "20", "--skip-validation", "--out", str(tmp_path / "ope.json")]) == 0
+    report = json.loads((tmp_path / "ope.json").read_text())
+    assert "fqe" in json.dumps(report)
