@@ -19,17 +19,8 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError
-from offlinerl.convert.rllib.common import (
-    GroupSettings,
-    decode_reason,
-    digest,
-    empty_batch,
-    fit_value,
-    group_records,
-    output_rows,
-    quarantine_row,
-    row_error,
-)
+from offlinerl.convert.grouped import GroupSettings, empty_batch, output_rows, quarantine_row
+from offlinerl.convert.rllib.common import decode_reason, digest, fit_value, group_records, row_error
 from offlinerl.convert.rllib.msgpack import EpisodeChunk, EpisodeStateError, chunk_from_state, decode_state
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_len, batch_slice

@@ -23,10 +23,8 @@ import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import DecodeBudget, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib.common import (
-    GroupSettings, arrow_row, decode_reason, empty_batch, fit_value, group_records, output_rows, quarantine_row,
-    row_error, split_row_error,
-)
+from offlinerl.convert.grouped import GroupSettings, empty_batch, output_rows, quarantine_row
+from offlinerl.convert.rllib.common import arrow_row, decode_reason, fit_value, group_records, row_error, split_row_error
 from offlinerl.convert.stitch import StitchProblem, stitch_rows
 from offlinerl.convert.rllib.step_columns import CORE_COLUMNS, is_list, plain
 from offlinerl.episodes import schema as S

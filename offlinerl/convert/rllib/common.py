@@ -1,11 +1,9 @@
-"""Pieces shared by both RLlib new-stack layouts: the per-group output rows
-(episode rows plus bookkeeping), quarantine records and value checks."""
+"""Pieces shared by both RLlib new-stack layouts: quarantine records, value checks and the
+Arrow fast path for one-row episodes (the per-group output rows are :mod:`offlinerl.convert.grouped`)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
@@ -13,22 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from offlinerl.convert.grouped import GroupSettings, with_internal
 from offlinerl.convert.limits import ValueTooLargeError
 from offlinerl.convert.packing import PackedDecodeError, RefusedPickleError
 from offlinerl.convert.rllib.msgpack import EpisodeStateError
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import list_array
-from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 
 __all__ = [
-    "STATUS",
-    "QUARANTINE",
-    "DUPLICATES",
-    "BY_RECORDING",
-    "STEPS",
-    "INTERNAL_COLUMNS",
-    "GroupSettings",
-    "empty_batch",
     "fit_value",
     "digest",
     "record",
@@ -36,45 +26,8 @@ __all__ = [
     "split_row_error",
     "decode_reason",
     "group_records",
-    "output_rows",
     "arrow_row",
-    "quarantine_row",
-    "drop_internal",
 ]
-
-STATUS = "_status"
-QUARANTINE = "_quarantine"
-DUPLICATES = "_duplicates"
-BY_RECORDING = "_truncated_by_recording"
-STEPS = "_steps"
-INTERNAL_COLUMNS = (STATUS, QUARANTINE, DUPLICATES, BY_RECORDING, STEPS)
-
-
-@dataclass(frozen=True)
-class GroupSettings:
-    """What a per-episode group function needs to build output rows (picklable, sent to Ray tasks)."""
-
-    observation_space: gym.Space
-    """Space of one observation."""
-    action_space: gym.Space
-    """Space of one action."""
-    extra_columns: Mapping[str, Mapping[str, Any]]
-    """Extra per-step columns kept: name -> {"dtype", "shape"}."""
-    max_steps_per_row: int
-    """Longer episodes are split into chunks of this many steps."""
-
-
-def empty_batch(space: gym.Space, n: int) -> Any:
-    """A space batch of ``n`` zero values (placeholder for unreadable steps)."""
-    if isinstance(space, gym.spaces.Dict):
-        return {k: empty_batch(s, n) for k, s in space.spaces.items()}
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(empty_batch(s, n) for s in space.spaces)
-    if isinstance(space, gym.spaces.Discrete):
-        return np.zeros(n, dtype=np.int64)
-    dtype = np.int8 if isinstance(space, gym.spaces.MultiBinary) else space.dtype
-    return np.zeros((n, *space.shape), dtype=dtype)
-
 
 def fit_value(value: Any, space: gym.Space, what: str) -> Any:
     """Check one decoded value against ``space`` (structure, shape, lossless dtype); return it in the space's form."""
@@ -160,29 +113,6 @@ def group_records(paths: Sequence[str], files: Sequence[int], rows: Sequence[int
             for f, r, e in zip(files, rows, errors)]
 
 
-def _with_internal(table: pa.Table, status: str, quarantine: Sequence[dict] | None, duplicates: int,
-                   by_recording: bool) -> pa.Table:
-    n = table.num_rows
-    steps = pc.list_value_length(table.column(S.REWARDS)).cast(pa.int64())
-    text = json.dumps(list(quarantine)) if quarantine else None
-    return (
-        table.append_column(STATUS, pa.array([status] * n, pa.string()))
-        .append_column(QUARANTINE, pa.array([text] + [None] * (n - 1), pa.string()))
-        .append_column(DUPLICATES, pa.array([duplicates] + [0] * (n - 1), pa.int64()))
-        .append_column(BY_RECORDING, pa.array([by_recording] * n, pa.bool_()))
-        .append_column(STEPS, steps)
-    )
-
-
-def output_rows(episode: SingleAgentEpisode, settings: GroupSettings, *, duplicates: int = 0,
-                by_recording: bool = False, notes: Sequence[dict] | None = None) -> pa.Table:
-    """Rows of one converted episode (split into chunks if long) with the bookkeeping columns."""
-    episode.check()
-    chunks = episode.split(settings.max_steps_per_row)
-    table = episodes_to_table(chunks, settings.observation_space, settings.action_space, settings.extra_columns)
-    return _with_internal(table, "ok", notes, duplicates, by_recording)
-
-
 def arrow_row(settings: GroupSettings, *, episode_id: str, agent_id: str | None, module_id: str | None,
               obs: pa.Array, actions: pa.Array, rewards: pa.Array, terminated: bool, truncated: bool,
               extras: Mapping[str, pa.Array], duplicates: int = 0, by_recording: bool = False) -> pa.Table:
@@ -202,29 +132,4 @@ def arrow_row(settings: GroupSettings, *, episode_id: str, agent_id: str | None,
         **{name: list_array([steps], values) for name, values in extras.items()},
     }
     table = pa.Table.from_arrays([columns[f.name].cast(f.type) for f in schema], schema=schema)
-    return _with_internal(table, "ok", None, duplicates, by_recording)
-
-
-def quarantine_row(key: str, records: Sequence[dict], settings: GroupSettings) -> pa.Table:
-    """A placeholder row (no steps) that carries the quarantine records of one episode group."""
-    placeholder = SingleAgentEpisode(
-        id=key,
-        obs=empty_batch(settings.observation_space, 1),
-        actions=empty_batch(settings.action_space, 0),
-        rewards=np.zeros(0, np.float32),
-        extras={name: _empty_extra(spec) for name, spec in settings.extra_columns.items()},
-    )
-    table = episodes_to_table([placeholder], settings.observation_space, settings.action_space, settings.extra_columns)
-    return _with_internal(table, "quarantined", records, 0, False)
-
-
-def _empty_extra(spec: Mapping[str, Any]) -> Any:
-    if spec["dtype"] in (S.JSON_DTYPE, "string"):
-        return []
-    return np.zeros((0, *spec.get("shape", ())), dtype=spec["dtype"])
-
-
-def drop_internal(batch: pa.Table) -> pa.Table:
-    """Keep only the converted episode rows, in the episode schema."""
-    keep = pc.equal(batch.column(STATUS), "ok")
-    return batch.filter(keep).drop_columns(list(INTERNAL_COLUMNS))
+    return with_internal(table, "ok", None, duplicates, by_recording)

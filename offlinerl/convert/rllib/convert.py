@@ -19,14 +19,11 @@ anything overlapping but different is quarantined, never merged.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -37,17 +34,17 @@ import pyarrow.parquet as pq
 from offlinerl.convert.rllib import chunks as rllib_chunks, columns as rllib_columns
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
-from offlinerl.convert.rllib.common import (
-    BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal, record,
+from offlinerl.convert.grouped import (
+    BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, sort_shuffle, write_grouped,
 )
+from offlinerl.convert.rllib.common import record
 from offlinerl.convert.rllib.msgpack import EpisodeStateError, chunk_from_state, decode_state, space_from_rllib
 from offlinerl.convert.rllib.step_columns import extra_specs, plain
-from offlinerl.convert.quarantine import QuarantineWriter
 from offlinerl.convert.report import ConversionReport
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 
 __all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout"]
 
@@ -266,7 +263,7 @@ def convert_rllib_parquet(
     else:
         settings = rllib_columns.StepSettings(group, tuple(readable), limits)
         read_fn, group_fn = rllib_columns.read_piece, rllib_columns.stitch_group
-    with _sort_shuffle():
+    with sort_shuffle():
         ds = (
             ray.data.from_items(pieces)
             .map_batches(read_fn, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": settings})
@@ -279,21 +276,6 @@ def convert_rllib_parquet(
         refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
         _write(ds, tmp, report, quarantine, group, env_id, env_spec, readable)
     return report
-
-
-@contextlib.contextmanager
-def _sort_shuffle() -> Iterator[None]:
-    """Group with Ray Data's sort-based shuffle: plain tasks, no long-lived aggregator actors
-    holding CPUs (on a 2-CPU machine the hash shuffle is several times slower)."""
-    from ray.data.context import DataContext, ShuffleStrategy
-
-    ctx = DataContext.get_current()
-    before = ctx.shuffle_strategy
-    ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
-    try:
-        yield
-    finally:
-        ctx.shuffle_strategy = before
 
 
 def _tally(ds, report: ConversionReport, quarantine: list[dict]) -> None:
@@ -326,23 +308,5 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
         "converter": CONVERTER,
         "source_format": f"rllib-newstack-parquet ({report.details['layout']} layout)",
         "sources": list(sources) if len(sources) <= 100 else list(sources[:100]) + [f"... {len(sources) - 100} more"],
-        "report": report.to_json(),
     }
-    staging = tmp / "_staging"
-    info = write_dataset(
-        ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
-        observation_space=group.observation_space, action_space=group.action_space,
-        env_id=env_id, env_spec=env_spec,
-        extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
-        max_steps_per_row=group.max_steps_per_row, provenance=provenance,
-    )
-    for f in staging.iterdir():
-        os.rename(f, tmp / f.name)
-    shutil.rmtree(staging)
-    report.episodes = info.num_episodes
-    with QuarantineWriter(tmp) as out:
-        for rec in quarantine:
-            out.write(rec)
-    report.quarantine_file = out.relative_path
-    info.provenance["report"] = report.to_json()
-    info.write(tmp)
+    write_grouped(ds, tmp, report, quarantine, group, env_id=env_id, env_spec=env_spec, provenance=provenance)

@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -23,10 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offlinerl.convert.interface import ConvertUsageError
-from offlinerl.convert.quarantine import QuarantineWriter
 from offlinerl.convert.report import ConversionReport
-from offlinerl.convert.rllib.common import BY_RECORDING, QUARANTINE, STATUS, STEPS, GroupSettings, drop_internal
-from offlinerl.convert.rllib.convert import _sort_shuffle
+from offlinerl.convert.grouped import BY_RECORDING, QUARANTINE, STATUS, STEPS, GroupSettings, sort_shuffle, write_grouped
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.convert.table.episodes import LOGP_COLUMN, EpisodeSettings, build_episode, leaf_spaces
 from offlinerl.convert.table.rows import (
@@ -35,7 +31,7 @@ from offlinerl.convert.table.rows import (
 from offlinerl.convert.table.spec import LEAF, TableSpec
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, write_dataset
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import SpaceError, space_from_json, space_to_json
 
 __all__ = ["convert_table", "infer_spaces"]
@@ -135,7 +131,7 @@ def convert_table(
                 setattr(report, f"{what}_space_from", "inferred from the data")
     extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
     group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
-    with _sort_shuffle():
+    with sort_shuffle():
         episodes = (rows.groupby(KEY, num_partitions=max(1, min(len(files) * 4, 64)))
                     .map_groups(build_episode, batch_format="pyarrow",
                                 fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})
@@ -189,22 +185,5 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
     provenance = {
         "converter": CONVERTER, "source_format": "step table",
         "sources": list(sources) if len(sources) <= 100 else [*sources[:100], f"... {len(sources) - 100} more"],
-        "report": report.to_json(),
     }
-    staging = tmp / "_staging"
-    info = write_dataset(
-        ds.map_batches(drop_internal, batch_format="pyarrow"), staging,
-        observation_space=group.observation_space, action_space=group.action_space,
-        env_id=spec.env, env_spec=env_spec, extra_columns=dict(group.extra_columns),
-        max_steps_per_row=group.max_steps_per_row, provenance=provenance,
-    )
-    for f in staging.iterdir():
-        os.rename(f, tmp / f.name)
-    shutil.rmtree(staging)
-    report.episodes = info.num_episodes
-    with QuarantineWriter(tmp) as out:
-        for rec in quarantine:
-            out.write(rec)
-    report.quarantine_file = out.relative_path
-    info.provenance["report"] = report.to_json()
-    info.write(tmp)
+    write_grouped(ds, tmp, report, quarantine, group, env_id=spec.env, env_spec=env_spec, provenance=provenance)

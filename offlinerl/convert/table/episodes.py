@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 
-from offlinerl.convert.rllib.common import GroupSettings, output_rows, quarantine_row
+from offlinerl.convert.grouped import GroupSettings, output_rows, quarantine_row
 from offlinerl.convert.stitch import Piece, StitchProblem, stitch
 from offlinerl.convert.table.rows import (
     ACTION, ERROR, FILE, KEY, LOGP, NO_EPISODE, POS, RAW, REWARD, STEP, TERM, TRUNC, next_col, obs_col,
