@@ -20,6 +20,8 @@ from typing import Any, Mapping, TypeVar
 
 import yaml
 
+from offlinerl.settings_file import MAX_SETTINGS_BYTES, SettingsFileError, plain_yaml, read_settings
+
 __all__ = [
     "ConfigError", "from_dict", "to_dict", "load_file", "apply_overrides", "parse_override", "MAX_CONFIG_BYTES",
 ]
@@ -27,35 +29,11 @@ __all__ = [
 T = TypeVar("T")
 
 #: Largest config or pipeline file :func:`load_file` reads (1 MiB; ours are a few hundred bytes).
-MAX_CONFIG_BYTES = 1024 * 1024
+MAX_CONFIG_BYTES = MAX_SETTINGS_BYTES
 
 
 class ConfigError(ValueError):
     """A config value, key or file that cannot be used; the message names the field."""
-
-
-class _AliasError(yaml.YAMLError):
-    """A YAML anchor or alias, which config files do not support."""
-
-    def __init__(self, mark: yaml.Mark | None, text: str):
-        super().__init__(text)
-        self.line = mark.line + 1 if mark is not None else None
-
-
-class _PlainDataLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` without anchors and aliases: nothing can expand beyond what the file spells out."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent):
-            raise _AliasError(event.start_mark, f"alias *{event.anchor}")
-        if getattr(event, "anchor", None) is not None:
-            raise _AliasError(event.start_mark, f"anchor &{event.anchor}")
-        return super().compose_node(parent, index)
-
-
-def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=_PlainDataLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def _coerce(value: Any, tp: Any, path: str) -> Any:
@@ -148,30 +126,10 @@ def load_file(path: str | Path) -> dict[str, Any]:
 
     Refuses files over :data:`MAX_CONFIG_BYTES` and YAML anchors/aliases (``&name``/``*name``).
     """
-    path = Path(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB); a config or pipeline file is a "
-                          "few hundred bytes of settings, not data. Is this the right file?")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text: {exc}") from exc
-    try:
-        data = json.loads(text) if path.suffix == ".json" else _yaml_load(text)
-    except _AliasError as exc:
-        where = f"line {exc.line}: " if exc.line else ""
-        raise ConfigError(f"{path}: {where}YAML anchors and aliases are not supported in config and pipeline files "
-                          f"(found {exc}); write the repeated values out in full") from None
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: does not parse: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
+        return read_settings(path, "config and pipeline files")
+    except SettingsFileError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -183,7 +141,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"--set expects KEY=VALUE, got {text!r}")
     key, raw = text.split("=", 1)
     try:
-        value = _yaml_load(raw) if raw.strip() else ""
+        value = plain_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return [k for k in key.strip().split(".") if k], value

@@ -31,19 +31,17 @@ aliases they are refused, and an unknown key is an error naming the key.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from offlinerl.convert.interface import ConvertUsageError
+from offlinerl.settings_file import MAX_SETTINGS_BYTES, SettingsFileError, read_settings
 
 __all__ = ["TableSpec", "Columns", "EndFlag", "load_spec", "spec_from_dict", "MAX_SPEC_BYTES", "LEAF"]
 
 #: Largest spec file read (1 MiB; a spec is a few hundred bytes).
-MAX_SPEC_BYTES = 1024 * 1024
+MAX_SPEC_BYTES = MAX_SETTINGS_BYTES
 #: The leaf name of a value that is not a Dict.
 LEAF = ""
 _RULES = ("last_step", "none")
@@ -211,30 +209,10 @@ def spec_from_dict(data: Any) -> TableSpec:
     )
 
 
-class _PlainLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` refusing anchors and aliases (nothing expands beyond what the file spells out)."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-            raise ConvertUsageError(f"spec: line {event.start_mark.line + 1}: YAML anchors and aliases are not "
-                                    "supported; write the values out in full")
-        return super().compose_node(parent, index)
-
-
 def load_spec(path: str | Path) -> TableSpec:
     """Read a spec file (YAML, or JSON for ``.json``); :class:`ConvertUsageError` on any problem."""
-    path = Path(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_SPEC_BYTES + 1)
-    except OSError as exc:
-        raise ConvertUsageError(f"--spec {path}: cannot read: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_SPEC_BYTES:
-        raise ConvertUsageError(f"--spec {path}: larger than {MAX_SPEC_BYTES:,} bytes (1 MiB); is this a spec?")
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=_PlainLoader)  # noqa: S506
-    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConvertUsageError(f"--spec {path}: not a YAML/JSON spec: {exc}") from exc
+        data = read_settings(path, "specs")
+    except SettingsFileError as exc:
+        raise ConvertUsageError(f"--spec {exc}") from None
     return spec_from_dict(data)
