@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 
     from offlinerl.connectors import ConnectorV2
 
-__all__ = ["AlgorithmConfig", "ModelConfig", "DataConfig", "EvaluationConfig", "ConfigError"]
+__all__ = ["AlgorithmConfig", "ModelConfig", "DataConfig", "HoldoutConfig", "EvaluationConfig", "ConfigError"]
+
+#: Estimators ``evaluation.ope`` may name (``offlinerl.algorithms.ope.run.METHODS``, which a test keeps equal).
+OPE_METHODS = ("fqe", "is", "wis", "pdis", "dr")
 
 
 def _check(cond: bool, field_name: str, message: str) -> None:
@@ -56,6 +59,19 @@ class ModelConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HoldoutConfig:
+    """Episodes kept out of training for model selection by OPE (``offlinerl.data.holdout``)."""
+
+    fraction: float = 0.2
+    """Share of the episodes held out (at least one episode, and at least one left to train on)."""
+    seed: int = 0
+    """Seed of the permutation of the sorted episode ids that picks them (same seed, same split)."""
+
+    def __post_init__(self) -> None:
+        _check(0 < self.fraction < 1, "data.holdout.fraction", f"must be in (0, 1), got {self.fraction}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """How OfflineData reads the dataset and feeds the learners."""
 
@@ -70,6 +86,8 @@ class DataConfig:
     """Streaming mode: batches prefetched by each learner's iterator."""
     map_concurrency: int | None = None
     """Parallel Ray Data tasks transforming episodes; None = CPUs in the cluster minus one (never all)."""
+    holdout: HoldoutConfig | None = None
+    """Hold these episodes out of training (both modes); ``evaluation.ope`` scores checkpoints on them."""
 
     def __post_init__(self) -> None:
         _check(self.in_memory_max_bytes > 0, "data.in_memory_max_bytes", "must be positive")
@@ -92,10 +110,18 @@ class EvaluationConfig:
     """Evaluate every this many training iterations (0 = only at the end)."""
     seed: int = 10_000
     """Seed of the first evaluation episode (fixed, so evaluations are comparable)."""
+    ope: str | None = None
+    """Select the job's checkpoint by this OPE estimator on ``data.holdout`` after training (fqe, is, wis,
+    pdis, dr; see docs/ope.md); None = no selection."""
+    ope_updates: int = 5000
+    """FQE gradient steps per scored checkpoint (fqe and dr)."""
 
     def __post_init__(self) -> None:
         _check(self.episodes >= 1, "evaluation.episodes", f"must be >= 1, got {self.episodes}")
         _check(self.interval >= 0, "evaluation.interval", f"must be >= 0, got {self.interval}")
+        _check(self.ope is None or self.ope in OPE_METHODS, "evaluation.ope",
+               f"unknown estimator {self.ope!r}; choose among {', '.join(OPE_METHODS)}")
+        _check(self.ope_updates >= 1, "evaluation.ope_updates", f"must be >= 1, got {self.ope_updates}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +164,9 @@ class AlgorithmConfig:
         _check(self.num_learners >= 0, "num_learners", f"must be >= 0, got {self.num_learners}")
         _check(self.num_cpus_per_learner > 0, "num_cpus_per_learner", f"must be positive, got {self.num_cpus_per_learner}")
         _check(self.num_gpus_per_learner >= 0, "num_gpus_per_learner", f"must be >= 0, got {self.num_gpus_per_learner}")
+        _check(self.evaluation.ope is None or self.data.holdout is not None, "evaluation.ope",
+               "selection by OPE scores checkpoints on held-out episodes; set data.holdout (e.g. "
+               "data: {holdout: {fraction: 0.2}}, or --set config.data.holdout.fraction=0.2)")
 
     # -- what an algorithm customises -------------------------------------------------------------
     def module_config(self) -> dict[str, Any]:

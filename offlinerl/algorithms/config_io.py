@@ -44,6 +44,9 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # X | None: X's own message names the field that is wrong
+            return _coerce(value, options[0], path)
         errors = []
         for arg in (a for a in args if a is not type(None)):
             try:

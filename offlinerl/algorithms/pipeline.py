@@ -11,7 +11,9 @@ evaluation env and episodes), the stop conditions and the output directory::
 
 ``run_pipeline`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
 ``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
-``checkpoints/``, ``learning_curve.png`` and ``result.json``. The training loop
+``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``selection`` when
+``config.evaluation.ope`` selects a checkpoint by OPE on ``config.data.holdout``:
+``offlinerl.algorithms.selection``). The training loop
 itself is the one job loop, ``offlinerl.algorithms.job.run_job`` (shared with
 ``offlinerl finetune``); ``StopConfig`` lives there.
 """
@@ -31,6 +33,7 @@ from offlinerl.algorithms.guards import NonFiniteLossError
 from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.algorithms.run_dir import RunDirError, latest_checkpoint, new_run_dir
+from offlinerl.algorithms.selection import check_selection, format_selection, select_checkpoint
 from offlinerl.episodes.validate import require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError"]
@@ -82,6 +85,7 @@ def load_pipeline(path: str | Path, overrides: list[str] = ()) -> tuple[Pipeline
     except KeyError as exc:
         raise ConfigError(f"{path}: algorithm: {exc.args[0]}") from None
     config = from_dict(spec.config_cls, pipeline.config, "config")
+    check_selection(config, pipeline.checkpoint_interval, dataset)
     return Pipeline(**{**pipeline.__dict__, "dataset": str(dataset)}), config
 
 
@@ -143,6 +147,7 @@ def load_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, 
     except KeyError as exc:
         raise ConfigError(f"{run / 'config.yaml'}: algorithm: {exc.args[0]}") from None
     config = from_dict(spec.config_cls, pipeline.config, "config")
+    check_selection(config, pipeline.checkpoint_interval, pipeline.dataset)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
         raise RunDirError(f"{run}: no checkpoint to resume from (the job stopped before its first one; set "
@@ -231,5 +236,8 @@ def run_pipeline(
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
     }
+    if algo.config.evaluation.ope is not None:  # after the loop and algo.stop(): selection never slows training
+        result["selection"] = select_checkpoint(run, pipeline.dataset, algo.config, job.history)
+        format_selection(result["selection"], log)
     write_result(run, result)
     return result

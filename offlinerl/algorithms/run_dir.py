@@ -66,6 +66,19 @@ def latest_checkpoint(run: str | Path) -> Path | None:
     return best[2] if best else None
 
 
+def list_checkpoints(run: str | Path) -> list[tuple[int, int, Path]]:
+    """``(num_updates, iteration, path)`` of every checkpoint of ``run``, oldest first (``final`` after a periodic
+    checkpoint of the same updates)."""
+    out = []
+    for path in _checkpoint_dirs(Path(run)):
+        try:
+            meta = json.loads((path / METADATA_FILE).read_text())
+            out.append((int(meta["num_updates"]), int(meta["iteration"]), path))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{path / METADATA_FILE}: unreadable ({exc})") from None
+    return sorted(out, key=lambda t: (t[0], t[2].name == "final", t[2].name))
+
+
 def prune_checkpoints(run: str | Path, keep: int) -> list[Path]:
     """Delete all but the ``keep`` newest periodic checkpoints (``iter-*``; ``final`` is never deleted)."""
     periodic = sorted(p for p in _checkpoint_dirs(Path(run)) if p.name.startswith("iter-"))

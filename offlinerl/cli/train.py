@@ -16,13 +16,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "dataset, config, stop conditions, output). Writes a run directory with the resolved config, metrics.jsonl, "
         "TensorBoard logs, checkpoints, learning_curve.png and result.json.",
         epilog="examples:\n  offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000\n"
-        "  offlinerl train --resume runs/cartpole-bc-20261201T101500Z --set stop.updates=6000",
+        "  offlinerl train --resume runs/cartpole-bc-20261201T101500Z --set stop.updates=6000\n"
+        "  offlinerl train pipelines/cartpole-bc.yaml --select-by fqe --set config.data.holdout.fraction=0.2 "
+        "--set checkpoint_interval=2",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("pipeline", nargs="?", help="pipeline file (e.g. pipelines/cartpole-bc.yaml); not with --resume")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the stopped or killed job in RUN_DIR from its newest checkpoint (metrics.jsonl is "
                    "kept up to that checkpoint; --set may only change stop.*, checkpoint_interval, checkpoint_keep)")
+    p.add_argument("--select-by", metavar="METHOD", choices=("fqe", "is", "wis", "pdis", "dr"),
+                   help="after training, score the periodic checkpoints by this OPE estimator on the held-out "
+                   "episodes (needs config.data.holdout and checkpoint_interval) and name the best in result.json; "
+                   "the same as --set config.evaluation.ope=METHOD (see docs/ope.md)")
     add_job_options(p, "config.lr=3e-4 or stop.updates=1000")
     p.set_defaults(func=run)
 
@@ -39,6 +45,12 @@ def run(args: argparse.Namespace) -> int:
     if args.resume and args.output:
         print("offlinerl train: --resume continues in RUN_DIR itself; drop --output", file=sys.stderr)
         return 2
+    if args.resume and args.select_by:
+        print("offlinerl train: a resumed job keeps its config (and selects again if it did); drop --select-by",
+              file=sys.stderr)
+        return 2
+    if args.select_by:
+        args.overrides = [*args.overrides, f"config.evaluation.ope={args.select_by}"]
     try:
         if args.resume:
             pipeline, config, checkpoint = load_run(args.resume, args.overrides)
@@ -80,6 +92,11 @@ def _summary(r: dict) -> str:
     if "final_eval_normalized_score" in r:
         lines.append(f"normalised score (0 = random, 100 = best in dataset): final {r['final_eval_normalized_score']:.1f}, "
                      f"best {r['best_eval_normalized_score']:.1f}")
+    if r.get("selection"):
+        sel = r["selection"]
+        lines.append(f"selected by {sel['method']} on {sel['holdout_episodes']} held-out episodes: {sel['selected']} "
+                     f"(estimate {sel['selected_estimate']:.2f})" if sel["selected"] else
+                     f"selection by {sel['method']}: no checkpoint could be scored")
     lines.append(f"run directory: {r['run_dir']}  (checkpoint: {r['checkpoint']})")
     return "\n".join(lines)
 

@@ -28,6 +28,7 @@ from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_modu
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
 from offlinerl.data.errors import reading
+from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
 from offlinerl.episodes import read_dataset, read_info
 from offlinerl.episodes import schema as S
@@ -49,8 +50,12 @@ def row_module_ids(table: pa.Table) -> np.ndarray:
 
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
-                            extra_columns: tuple[str, ...] = (), with_module_ids: bool = False) -> dict[str, np.ndarray]:
-    """The ``map_batches`` function: a block of episode rows -> a dict of transition columns."""
+                            extra_columns: tuple[str, ...] = (), with_module_ids: bool = False,
+                            drop_episodes: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The ``map_batches`` function: a block of episode rows -> a dict of transition columns (without the rows of
+    ``drop_episodes``, the held-out episode ids)."""
+    if drop_episodes is not None:
+        table = keep_episodes(table, drop_episodes, held_out=False)
     episodes = EpisodeColumns.from_arrow(table, observation_space, action_space, extra_columns)
     batch = pipeline({}, episodes)
     if with_module_ids:
@@ -77,6 +82,11 @@ class OfflineData:
         # copied into every env-to-module pipeline; building the learner pipeline checks the config early.
         self.observations = observation_connectors(self.observation_space, config.normalize_observations)
         self.learner = learner_pipeline(self.observations, self.action_space, config)
+        # Episode ids kept out of training (data.holdout), sorted; None = train on every episode.
+        holdout = config.data.holdout
+        with reading(self.path):
+            self.holdout_ids = (None if holdout is None else
+                                holdout_episode_ids(dataset_episode_ids(self.path), holdout.fraction, holdout.seed))
         self.mode = self._choose_mode()
         self.module_ids = self._find_module_ids()
         if len(self.module_ids) > 1 and self.mode != "in_memory":
@@ -168,6 +178,7 @@ class OfflineData:
                 "action_space": self.action_space,
                 "extra_columns": self.extra_columns,
                 "with_module_ids": self.multi_module,
+                "drop_episodes": self.holdout_ids,
             },
             compute=ray.data.TaskPoolStrategy(size=self._concurrency()),
         )

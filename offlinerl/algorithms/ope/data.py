@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from offlinerl.connectors import EpisodeColumns
 from offlinerl.core import columns as C
+from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import DatasetInfo, parquet_files, read_info
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.validate import require_valid
@@ -48,12 +49,19 @@ class OPEEpisodes:
         return len(self.episode_lengths)
 
 
-def load_ope_episodes(path: str | Path, validate: bool = True) -> OPEEpisodes:
-    """Read (and by default first validate) a dataset; multi-agent datasets are refused."""
+def load_ope_episodes(path: str | Path, validate: bool = True, holdout: Any = None) -> OPEEpisodes:
+    """Read (and by default first validate) a dataset; multi-agent datasets are refused.
+
+    ``holdout`` (a ``HoldoutConfig``: ``fraction``, ``seed``): only the episodes that a job with the same
+    ``data.holdout`` kept out of training.
+    """
     if validate:
         require_valid(path)
     info = read_info(path)
     table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
+    if holdout is not None:
+        held = holdout_episode_ids(dataset_episode_ids(path), holdout.fraction, holdout.seed)
+        table = keep_episodes(table, held, held_out=True)
     if S.AGENT_ID in table.column_names and table.column(S.AGENT_ID).null_count < len(table):
         raise ValueError(f"{path}: a multi-agent dataset; OPE evaluates single-agent policies")
     order = pc.sort_indices(table, sort_keys=[(S.EPISODE_ID, "ascending"), (S.CHUNK_INDEX, "ascending")])

@@ -158,13 +158,14 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
 
 
 def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, config: OPEConfig = OPEConfig(),
-                    validate: bool = True) -> dict[str, Any]:
-    """Estimate every checkpoint's value on ``dataset``; a JSON-ready report.
+                    validate: bool = True, holdout: Any = None) -> dict[str, Any]:
+    """Estimate every checkpoint's value on ``dataset`` (only its held-out episodes with ``holdout``, a
+    ``HoldoutConfig``); a JSON-ready report.
 
     Raises ``ValueError`` (``CheckpointError``, ``InvalidDatasetError``, a space mismatch) before any fitting.
     """
     ckpts = [load_checkpoint(p) for p in checkpoints]
-    data = load_ope_episodes(dataset, validate=validate)
+    data = load_ope_episodes(dataset, validate=validate, holdout=holdout)
     for ckpt in ckpts:
         for what, want, have in (("observation", ckpt.observation_space, data.info.observation_space),
                                  ("action", ckpt.action_space, data.info.action_space)):
