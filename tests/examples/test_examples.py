@@ -44,3 +44,22 @@ def test_reference_bc_matches_the_ray_path_exactly(ray_session, cartpole):
     ray_weights = algo.learner_group.get_weights()
     for k, v in module.state_dict().items():
         torch.testing.assert_close(ray_weights[f"rl_modules.{C.DEFAULT_MODULE_ID}.{k}"], v, rtol=0, atol=0)
+
+
+def test_logs_to_onnx_example_runs_the_whole_path(ray_session, tmp_path, monkeypatch):
+    """CSV logs -> convert table -> validate -> CQL and IQL selected by FQE -> ONNX -> actions (issue 14)."""
+    import json
+
+    import ray
+
+    from examples.logs_to_onnx import main
+
+    monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)  # the commands join this Ray
+    summary = main(["--workdir", str(tmp_path / "demo"), "--quick"])
+    assert set(summary["selected"]) == {"cql", "iql"}
+    best = summary["selected"][summary["best"]]
+    assert best["estimate"] == max(s["estimate"] for s in summary["selected"].values())
+    assert summary["actions"] and set(summary["actions"]) <= {0, 1} and summary["cartpole_return_mean"] >= 8
+    meta = json.loads((tmp_path / "demo" / "policy.onnx.json").read_text())
+    assert meta["checkpoint"] == best["checkpoint"] and meta["runtime"] == "onnx"
+    assert json.loads((tmp_path / "demo" / "dataset" / "dataset.json").read_text()).get("env_id") is None
