@@ -1,7 +1,7 @@
 """Validate ``offlinerl ope`` (FQE) against real env returns on the shipped cartpole-mixed dataset.
 
-Trains BC and IQL with the Ray-free reference loops of ``examples/`` (the same losses as the
-Ray path), writes a checkpoint at several update counts (0 = the untrained module), runs
+Trains BC, IQL and CQL with the Ray-free reference loops of ``examples/`` (the same losses as
+the Ray path), writes a checkpoint at several update counts (0 = the untrained module), runs
 ``ope_checkpoints`` (the library function behind ``offlinerl ope``) on the dataset, and rolls
 every checkpoint's deployed policy out in CartPole-v1 with fixed seeds. CartPole pays 1 per
 step, so an episode of length L has the discounted return (1 − γ^L) / (1 − γ), the quantity
@@ -9,11 +9,14 @@ FQE estimates from the dataset's initial states. Reports Spearman's rank correla
 absolute errors and the bootstrap intervals.
 
     PYTHONPATH=. python benchmarks/ope_validation.py --out benchmarks/results/ope_validation.json
+
+``--workdir DIR`` keeps the checkpoints (and reuses those already there), to re-run FQE alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import tempfile
@@ -25,7 +28,7 @@ import numpy as np
 import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
-from offlinerl.algorithms.checkpoint import class_path, write_checkpoint
+from offlinerl.algorithms.checkpoint import METADATA_FILE, class_path, write_checkpoint
 from offlinerl.algorithms.ope.fqe import FQEConfig
 from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
 from offlinerl.algorithms.registry import get_algorithm
@@ -54,26 +57,32 @@ def spearman(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(ranks(x), ranks(y))[0, 1])
 
 
-def _iql_reference():
-    spec = importlib.util.spec_from_file_location("reference_iql", ROOT / "examples" / "reference_iql.py")
+def _reference(algorithm: str):
+    name = f"reference_{'iql' if algorithm == 'bc' else algorithm}"  # BC uses IQL's data loader
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def train_and_save(algorithm: str, snapshots: list[int], out: Path, seed: int) -> list[Path]:
-    """Checkpoints of one training run after each of ``snapshots`` updates."""
-    ref = _iql_reference()
+    """Checkpoints of one training run after each of ``snapshots`` updates (reused if ``out`` has them all)."""
+    paths = [out / f"{algorithm}-{target}" for target in snapshots]
+    if all((path / METADATA_FILE).exists() for path in paths):
+        return paths
+    ref = _reference(algorithm)
     info = read_info(DATASET)
     base = {"seed": seed, "train_batch_size": 256, "normalize_observations": True, "model": {"hidden": [128, 128]}}
     if algorithm == "bc":
         cfg = BCConfig.from_dict({**base, "lr": 1e-3})
-    else:
+    elif algorithm == "iql":
         cfg = get_algorithm("iql").config_cls.from_dict({**base, "expectile": 0.9, "beta": 10.0})
+    else:
+        cfg = get_algorithm("cql").config_cls.from_dict({**base, "cql_weight": 1.0})
     spec = get_algorithm(algorithm)
     torch.manual_seed(seed)
     module = spec.module_cls(info.observation_space, info.action_space, cfg.module_config())
-    arrays, env_to_module = ref.load_transitions(DATASET, cfg.normalize_observations)
+    arrays, env_to_module = _reference("iql").load_transitions(DATASET, cfg.normalize_observations)
     data = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in arrays.items()}
     if algorithm == "bc":
         opt = torch.optim.Adam(module.policy_parameters(), lr=cfg.lr)
@@ -83,11 +92,15 @@ def train_and_save(algorithm: str, snapshots: list[int], out: Path, seed: int) -
             opt.zero_grad()
             loss.backward()
             opt.step()
-    else:
+    elif algorithm == "iql":
         optimizers = ref.make_optimizers(module, cfg)
         step = lambda batch: ref.update(module, optimizers, batch, cfg)  # noqa: E731
-    paths, done, n = [], 0, len(data[C.OBS])
-    for target in snapshots:
+    else:
+        optimizers = ref.make_optimizers(module, cfg)
+        counter = iter(range(snapshots[-1]))
+        step = lambda batch: ref.update(module, optimizers, batch, cfg, next(counter))  # noqa: E731
+    done, n = 0, len(data[C.OBS])
+    for target, path in zip(snapshots, paths):
         for _ in range(target - done):
             idx = torch.randint(n, (cfg.train_batch_size,))
             step({k: v[idx] for k, v in data.items()})
@@ -97,9 +110,7 @@ def train_and_save(algorithm: str, snapshots: list[int], out: Path, seed: int) -
                 "action_space": space_to_json(info.action_space), "module_class": class_path(spec.module_cls),
                 "module_ids": [C.DEFAULT_MODULE_ID], "learner_class": class_path(spec.learner_cls),
                 "connector_state": env_to_module.get_state(), "iteration": 0, "num_updates": target, "env_id": info.env_id}
-        path = out / f"{algorithm}-{target}"
-        write_checkpoint(path, {"learners": [{"learner": {"module": multi.state_dict()}}]}, meta)
-        paths.append(path)
+        write_checkpoint(path, {"learners": [{"learner": {"module": multi.state_dict()}}]}, meta, overwrite=True)
     return paths
 
 
@@ -126,18 +137,26 @@ def real_discounted_return(path: Path, episodes: int, seed: int) -> tuple[float,
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ope_validation.json"))
-    p.add_argument("--snapshots", default="0,200,1000,4000")
-    p.add_argument("--fqe-updates", type=int, default=5000)
+    p.add_argument("--algorithms", default="bc,iql,cql")
+    p.add_argument("--snapshots", default="0,100,1000,5000")
+    p.add_argument("--fqe-updates", type=int, default=None, help="default: FQEConfig's")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", default=None, help="keep (and reuse) the checkpoints here")
     args = p.parse_args()
     snapshots = [int(s) for s in args.snapshots.split(",")]
     torch.set_num_threads(1)
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        paths = [c for i, algo in enumerate(("bc", "iql")) for c in train_and_save(algo, snapshots, Path(tmp), args.seed + i)]
+        work = Path(args.workdir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        paths = [c for i, algo in enumerate(args.algorithms.split(","))
+                 for c in train_and_save(algo, snapshots, work, args.seed + i)]
         t_train = time.time() - t0
-        config = OPEConfig(methods=("fqe",), gamma=GAMMA, fqe=FQEConfig(num_updates=args.fqe_updates, seed=args.seed))
+        fqe_cfg = FQEConfig(seed=args.seed)
+        if args.fqe_updates is not None:
+            fqe_cfg = dataclasses.replace(fqe_cfg, num_updates=args.fqe_updates)
+        config = OPEConfig(methods=("fqe",), gamma=GAMMA, fqe=fqe_cfg)
         report = ope_checkpoints(paths, DATASET, config)
         t_ope = time.time() - t0 - t_train
         rows = []
@@ -148,16 +167,20 @@ def main() -> None:
                          "fqe": fqe["estimate"], "ci": [fqe["ci_low"], fqe["ci_high"]],
                          "abs_error": abs(fqe["estimate"] - real)})
     rho = spearman([r["real_discounted"] for r in rows], [r["fqe"] for r in rows])
-    out = {"dataset": "datasets/cartpole-mixed", "gamma": GAMMA, "fqe_updates": args.fqe_updates,
+    covered = sum(r["ci"][0] <= r["real_discounted"] <= r["ci"][1] for r in rows)
+    out = {"dataset": "datasets/cartpole-mixed", "gamma": GAMMA, "fqe": dataclasses.asdict(fqe_cfg),
            "eval_episodes": args.episodes, "spearman": rho,
-           "mean_abs_error": float(np.mean([r["abs_error"] for r in rows])), "rows": rows,
-           "seconds": {"train": round(t_train, 1), "ope": round(t_ope, 1), "total": round(time.time() - t0, 1)}}
+           "mean_abs_error": float(np.mean([r["abs_error"] for r in rows])), "ci_coverage": f"{covered}/{len(rows)}",
+           "rows": rows,
+           "seconds": {"train": round(t_train, 1), "ope": round(t_ope, 1), "ope_per_checkpoint": round(t_ope / len(rows), 1),
+                       "total": round(time.time() - t0, 1)}}
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print("| checkpoint | real return | real discounted | FQE | 95% CI | abs error |\n|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['checkpoint']} | {r['real_return']:.1f} | {r['real_discounted']:.1f} | {r['fqe']:.1f} | "
               f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}] | {r['abs_error']:.1f} |")
-    print(f"Spearman {rho:.3f}, mean abs error {out['mean_abs_error']:.1f}, {out['seconds']}")
+    print(f"Spearman {rho:.3f}, mean abs error {out['mean_abs_error']:.1f}, CI coverage {out['ci_coverage']}, "
+          f"{out['seconds']}")
 
 
 if __name__ == "__main__":

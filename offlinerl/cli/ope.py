@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dataset", required=True, help="episode dataset directory")
     p.add_argument("--method", default="fqe,is,wis,pdis,dr", help="comma-separated estimators (default: all)")
     p.add_argument("--gamma", type=float, default=0.99, help="discount of the estimated return (default 0.99)")
-    p.add_argument("--fqe-updates", type=int, default=5000, help="FQE gradient steps (default 5000)")
+    p.add_argument("--fqe-updates", type=int, default=10_000, help="FQE gradient steps (default 10000)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of FQE, the bootstrap and policy samples")
     p.add_argument("--out", help="also write the report as JSON to FILE.json")

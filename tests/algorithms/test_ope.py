@@ -16,7 +16,7 @@ from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
 from offlinerl.env.collect import CollectConfig, collect
 from tests.algorithms.test_export_policy import write_untrained_checkpoint
 
-FAST = FQEConfig(num_updates=600, batch_size=64, hidden=(32, 32), lr=3e-3, tau=0.1)
+FAST = FQEConfig(num_updates=600, target_update_interval=10, batch_size=64, hidden=(32, 32), lr=3e-3)
 CARTPOLE = (gym.spaces.Box(-np.inf, np.inf, (4,), np.float32), gym.spaces.Discrete(2))
 
 
@@ -50,8 +50,8 @@ def test_fqe_recovers_a_continuous_chain_value():
 
 
 def test_fqe_config_names_bad_fields():
-    with pytest.raises(ValueError, match="tau"):
-        FQEConfig(tau=0.0)
+    with pytest.raises(ValueError, match="target_update_interval"):
+        FQEConfig(target_update_interval=0)
     with pytest.raises(ValueError, match="methods"):
         OPEConfig(methods=("fqe", "magic"))
 
