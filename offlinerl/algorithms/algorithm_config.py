@@ -113,8 +113,8 @@ class EvaluationConfig:
     ope: str | None = None
     """Select the job's checkpoint by this OPE estimator on ``data.holdout`` after training (fqe, is, wis,
     pdis, dr; see docs/ope.md); None = no selection."""
-    ope_updates: int = 5000
-    """FQE gradient steps per scored checkpoint (fqe and dr)."""
+    ope_updates: int = 10_000
+    """FQE gradient steps per scored checkpoint (fqe and dr; the default is `FQEConfig`'s)."""
 
     def __post_init__(self) -> None:
         _check(self.episodes >= 1, "evaluation.episodes", f"must be >= 1, got {self.episodes}")
