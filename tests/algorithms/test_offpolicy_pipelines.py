@@ -22,10 +22,11 @@ def test_pipeline_loads_with_its_algorithm_config(name):
 
 
 def test_progress_bar_shows_the_loss_terms_each_algorithm_has():
-    from offlinerl.algorithms.pipeline import _loss_postfix
+    from offlinerl.algorithms.job import _postfix
 
     discrete_cql = {"losses/critic": 1.25, "cql/gap": 0.3, "perf/updates_per_s": 400.0}
-    assert _loss_postfix(discrete_cql) == {"critic": "1.25"}  # there is no actor loss to show
+    assert _postfix(discrete_cql, {}) == {"critic": "1.25", "upd/s": "400"}  # there is no actor loss to show
     iql = {"losses/actor": -0.4123, "losses/critic": 2.0, "losses/value": 0.01}
-    assert _loss_postfix(iql) == {"actor": "-0.412", "critic": "2", "value": "0.01"}
-    assert _loss_postfix({"main/losses/actor": 0.5}) == {"actor": "0.5"}  # multi-module prefix
+    assert _postfix(iql, {}) == {"actor": "-0.412", "critic": "2", "value": "0.01"}
+    assert _postfix({"main/losses/actor": 0.5}, {}) == {"actor": "0.5"}  # multi-module prefix
+    assert _postfix({"losses/actor": 0.5}, {"eval/return_mean": -201.25}) == {"actor": "0.5", "eval": "-201.2"}
