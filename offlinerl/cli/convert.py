@@ -12,9 +12,9 @@ from offlinerl.convert.registry import converters
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "convert",
-        help="convert recordings of other tools into an episode parquet dataset",
+        help="convert recordings of other tools, or your own step logs, into an episode parquet dataset",
         description="Convert recordings of other tools (RLlib SampleBatch JSON, RLlib new-stack parquet, "
-        "Minari) into an episode parquet dataset.",
+        "Minari), or your own step logs (CSV, parquet, JSON lines), into an episode parquet dataset.",
     )
     formats = parser.add_subparsers(dest="format", metavar="FORMAT")
     formats.required = True
