@@ -28,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fqe-updates", type=int, default=10_000, help="FQE gradient steps (default 10000)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of FQE, the bootstrap and policy samples")
+    p.add_argument("--holdout", type=float, default=None, metavar="FRACTION",
+                   help="score only the episodes a job with data.holdout {fraction: FRACTION, seed: --holdout-seed} "
+                   "kept out of training (same ids, fraction and seed, same split)")
+    p.add_argument("--holdout-seed", type=int, default=0, help="seed of that split (default 0)")
     p.add_argument("--out", help="also write the report as JSON to FILE.json")
     p.add_argument("--skip-validation", action="store_true", help="do not validate the dataset first")
     p.set_defaults(func=run)
@@ -55,6 +59,7 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.algorithm_config import HoldoutConfig
     from offlinerl.algorithms.ope.fqe import FQEConfig
     from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
     from offlinerl.episodes.validate import InvalidDatasetError
@@ -63,11 +68,13 @@ def run(args: argparse.Namespace) -> int:
         config = OPEConfig(methods=tuple(m.strip() for m in args.method.split(",") if m.strip()), gamma=args.gamma,
                            fqe=FQEConfig(num_updates=args.fqe_updates, seed=args.seed),
                            num_resamples=args.resamples, seed=args.seed)
-    except ValueError as exc:
+        holdout = None if args.holdout is None else HoldoutConfig(fraction=args.holdout, seed=args.holdout_seed)
+    except ValueError as exc:  # ConfigError too (a bad --holdout)
         print(f"offlinerl ope: {exc}", file=sys.stderr)
         return 2
     try:
-        report = ope_checkpoints(args.checkpoints, args.dataset, config, validate=not args.skip_validation)
+        report = ope_checkpoints(args.checkpoints, args.dataset, config, validate=not args.skip_validation,
+                                 holdout=holdout)
     except InvalidDatasetError:
         print(f"offlinerl ope: {args.dataset} failed validation; `offlinerl validate {args.dataset}` shows why",
               file=sys.stderr)

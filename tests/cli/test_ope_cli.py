@@ -65,3 +65,13 @@ def test_bad_inputs_are_one_line(capsys, inputs, tmp_path, case):
     code, out, err = _run(capsys, *args)
     assert code == (2 if case == "bad-method" else 1)
     assert err.startswith("offlinerl ope: ") and err.count("\n") == 1 and not out
+
+
+def test_holdout_scores_only_the_episodes_a_job_held_out(capsys, inputs, tmp_path):
+    data, ckpt = inputs
+    code, out, err = _run(capsys, ckpt, "--dataset", data, "--method", "fqe", "--fqe-updates", "20", "--resamples",
+                          "10", "--holdout", "0.34", "--holdout-seed", "3", "--out", tmp_path / "r.json")
+    assert code == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())["results"][0]["methods"][0]["episodes"] == 2  # round(6·0.34)
+    code, out, err = _run(capsys, ckpt, "--dataset", data, "--holdout", "1.5")
+    assert code == 2 and "data.holdout.fraction" in err and len(err.strip().splitlines()) == 1
