@@ -21,10 +21,20 @@ def quiet_ray_data() -> None:
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
 
 
+def _token_auth_default_notice(record: logging.LogRecord) -> bool:
+    """False for Ray's notice that a new local cluster uses token authentication by default."""
+    return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
     """Join the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
 
     Does nothing if Ray is already initialised in this process.
+
+    A local Ray we start ourselves keeps Ray's default, token authentication (a token is made in
+    ``~/.ray/auth_token`` if there is none), without Ray's warning about it on every command.
+    Joining a cluster leaves authentication and its messages to Ray: how that cluster was started
+    decides (docs/training.md, "Ray authentication").
     """
     import ray
 
@@ -37,7 +47,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus, **kwargs)
+        auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        auth_log.addFilter(_token_auth_default_notice)
+        try:
+            ray.init(num_cpus=num_cpus, **kwargs)
+        finally:
+            auth_log.removeFilter(_token_auth_default_notice)
     if quiet:
         quiet_ray_data()
         ray.data.DataContext.get_current().enable_progress_bars = False
