@@ -119,19 +119,19 @@ def convert_table(
                               output=str(Path(output).resolve()), files=len(files))
     obs_space, act_space, env_spec = _declared(spec, report)
     read = ReadSettings(spec, tuple(files))
-    rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
-            .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
-            .materialize())
-    if obs_space is None or act_space is None:
-        inferred_obs, inferred_act, notes = infer_spaces(rows, spec)
-        report.notes += notes
-        obs_space, act_space = obs_space or inferred_obs, act_space or inferred_act
-        for what in ("observation", "action"):
-            if getattr(report, f"{what}_space_from") == "inferred":
-                setattr(report, f"{what}_space_from", "inferred from the data")
-    extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
-    group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
-    with sort_shuffle():
+    with sort_shuffle():  # entered before the read: a Ray Dataset keeps the DataContext it was made in
+        rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
+                .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
+                .materialize())
+        if obs_space is None or act_space is None:
+            inferred_obs, inferred_act, notes = infer_spaces(rows, spec)
+            report.notes += notes
+            obs_space, act_space = obs_space or inferred_obs, act_space or inferred_act
+            for what in ("observation", "action"):
+                if getattr(report, f"{what}_space_from") == "inferred":
+                    setattr(report, f"{what}_space_from", "inferred from the data")
+        extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
+        group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
         episodes = (rows.groupby(KEY, num_partitions=max(1, min(len(files) * 4, 64)))
                     .map_groups(build_episode, batch_format="pyarrow",
                                 fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})
