@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -336,3 +337,51 @@ def test_dict_observation_from_columns_keeps_the_declared_spaces_and_every_value
         ("d.csv", 5): ("out_of_space", "line"), ("d.csv", 6): ("partly_unreadable", "episode")}
     assert "observation.mode: 3 is not in Discrete(3)" == quarantine[("d.csv", 5)]["message"]
     assert validate_dataset(tmp_path / "out").ok
+
+
+INFER_JSONL = """{"episode": 1, "t": 0, "p": [0.5, 1], "s": 2, "action": 0, "reward": 1, "done": false}
+{"episode": 1, "t": 1, "p": [1.5, 2], "s": 3, "action": 2, "reward": 1, "done": true}
+{"episode": 1, "t": 2, "p": [2.5, 3], "s": 4}
+"""
+INFERRED_OBS = ("Dict('pos': Box(-inf, inf, (2,), float32), 'speed': Box(-inf, inf, (1,), float32))")
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_inferred_spaces_are_reported_for_the_user_to_check_and_the_dataset_validates(tmp_path, capsys):
+    (tmp_path / "steps.jsonl").write_text(INFER_JSONL)
+    spec = {**SPEC, "observation": {"speed": "s", "pos": "p"}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert run_cli(["convert", "table", str(tmp_path / "steps.jsonl"), "--spec", str(tmp_path / "spec.yaml"),
+                    "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    box = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    obs_space = gym.spaces.Dict({"pos": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), "speed": box})
+    note = (f"spaces inferred from the data: observation {INFERRED_OBS}, action Discrete(3) (check them; declare "
+            "observation_space/action_space in the spec for the real bounds)")
+    for line in ("observation space:      inferred from the data", "action space:           inferred from the data",
+                 f"note: {note}", f"observation space json: {space_to_json(obs_space)}",
+                 f"action space json:      {space_to_json(gym.spaces.Discrete(3))}"):
+        assert f"  {line}\n" in printed, line
+    info = read_info(out)
+    assert (info.observation_space, info.action_space) == (obs_space, gym.spaces.Discrete(3))
+    stored = info.provenance["report"]
+    assert stored["notes"] == [note]
+    assert stored["observation_space_from"] == stored["action_space_from"] == "inferred from the data"
+    assert (stored["details"]["observation_space_json"], stored["details"]["action_space_json"]) == (
+        space_to_json(obs_space), space_to_json(gym.spaces.Discrete(3)))
+    (ep,) = load_episodes(out)
+    _equal(ep.obs["pos"], np.array([[0.5, 1], [1.5, 2], [2.5, 3]], np.float32))
+    _equal(ep.obs["speed"], np.array([[2], [3], [4]], np.float32))
+    _equal(ep.actions, np.array([0, 2]))
+    assert validate_dataset(out).ok
+
+    # one space declared: only the other is inferred, and the note names only that one
+    report = convert_table([tmp_path / "steps.jsonl"], tmp_path / "half", spec_from_dict(
+        {**spec, "action_space": {"type": "Discrete", "dtype": "int64", "n": 5, "start": 0}}))
+    assert read_info(tmp_path / "half").action_space == gym.spaces.Discrete(5)
+    assert (report.observation_space_from, report.action_space_from) == ("inferred from the data", "given")
+    assert report.notes == [f"spaces inferred from the data: observation {INFERRED_OBS} (check them; declare "
+                            "observation_space in the spec for the real bounds)"]
+    assert validate_dataset(tmp_path / "half").ok
