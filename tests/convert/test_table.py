@@ -23,6 +23,7 @@ from offlinerl.episodes.io import write_dataset
 from offlinerl.episodes.spaces import space_from_json, space_to_json
 from offlinerl.episodes.validate import validate_dataset
 from tests.convert.helpers import run_cli
+from tests.episodes.builders import make_episode
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = {"episode_id": "episode", "step": "t", "observation": "obs", "action": "action", "reward": "reward",
@@ -385,3 +386,93 @@ def test_inferred_spaces_are_reported_for_the_user_to_check_and_the_dataset_vali
     assert report.notes == [f"spaces inferred from the data: observation {INFERRED_OBS} (check them; declare "
                             "observation_space in the spec for the real bounds)"]
     assert validate_dataset(tmp_path / "half").ok
+
+
+TINY_CSV = "episode,t,x,action,reward,done\na,0,0.5,1,1.0,false\na,1,1.5,,,\n"
+GAP_CSV = "episode,t,x,action,reward,done\ng,0,0.5,1,1.0,false\ng,2,1.5,,,\n"  # its only episode has a gap
+
+
+def _logs(work: Path, table: str) -> tuple[Path, Path]:
+    """``work/logs/steps.csv`` and ``work/spec.yaml`` (spaces declared: an all-quarantined input still converts)."""
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "steps.csv").write_text(table)
+    (work / "spec.yaml").write_text(yaml.safe_dump({**SPEC, "observation": ["x"], "observation_space": BOX1,
+                                                    "action_space": DISCRETE2}))
+    return work / "logs", work / "spec.yaml"
+
+
+def _old_dataset(path: Path) -> None:
+    space = space_from_json(BOX1)
+    write_dataset([make_episode(i, space, gym.spaces.Discrete(2), steps=3, terminated=True) for i in range(5)],
+                  path, observation_space=space, action_space=gym.spaces.Discrete(2))
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and directory (None) under ``root``."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def _error(capsys) -> str:
+    """The one error line of ``convert table`` on stderr."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("offlinerl convert table: error: ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_overwrite_replaces_a_dataset_of_ours_only_when_asked(tmp_path, capsys):
+    logs, spec = _logs(tmp_path / "work", TINY_CSV)
+    _old_dataset(tmp_path / "ds")
+    argv = ["convert", "table", str(logs), "--spec", str(spec), "-o", str(tmp_path / "ds")]
+    before = _snapshot(tmp_path)
+    assert run_cli(argv) == 2
+    assert "already exists (pass overwrite=True / --overwrite to replace it)" in _error(capsys)
+    assert _snapshot(tmp_path) == before
+    assert run_cli([*argv, "--overwrite"]) == 0, capsys.readouterr().err
+    (ep,) = load_episodes(tmp_path / "ds")
+    assert ep.id == "a" and read_info(tmp_path / "ds").num_episodes == 1
+    _equal(ep.obs, np.array([[0.5], [1.5]]))
+    assert {k: v for k, v in _snapshot(tmp_path).items() if k.startswith("work")} == {
+        k: v for k, v in before.items() if k.startswith("work")}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "work"]  # no temporary or old copy left
+
+
+@pytest.mark.usefixtures("ray_session")
+@pytest.mark.parametrize("target, reason", [
+    ("work/logs/steps.csv", "is an input of this command"),
+    ("work/logs", "is an input of this command"),
+    ("work", "holds the input"),
+    ("work/logs/ds", "lies inside the input directory"),
+    ("photos", "is a non-empty directory that is not a dataset (no dataset.json)"),
+])
+def test_overwrite_refuses_an_input_and_a_directory_that_is_not_a_dataset(tmp_path, capsys, target, reason):
+    logs, spec = _logs(tmp_path / "work", TINY_CSV)
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8 not really a cat")
+    before = _snapshot(tmp_path)
+    rc = run_cli(["convert", "table", str(logs), "--spec", str(spec), "-o", str(tmp_path / target), "--overwrite"])
+    assert rc == 2
+    message = _error(capsys)
+    assert reason in message and str((tmp_path / target).resolve()) in message
+    assert _snapshot(tmp_path) == before  # every input byte for byte, nothing new
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_overwrite_with_every_episode_quarantined_keeps_our_dataset_unless_allowed(tmp_path, capsys):
+    logs, spec = _logs(tmp_path / "work", GAP_CSV)
+    _old_dataset(tmp_path / "ds")
+    argv = ["convert", "table", str(logs), "--spec", str(spec), "-o", str(tmp_path / "ds"), "--overwrite"]
+    before = _snapshot(tmp_path)
+    assert run_cli(argv) == 2
+    assert (f"2 record(s) were quarantined, so the existing dataset at {(tmp_path / 'ds').resolve()} was kept"
+            in _error(capsys))
+    assert _snapshot(tmp_path) == before
+    # allowed: replaced by an empty dataset (and its quarantine), which is still a valid dataset
+    assert run_cli([*argv, "--allow-quarantine"]) == 0
+    assert "record(s) quarantined (allowed)" in capsys.readouterr().err
+    assert read_info(tmp_path / "ds").num_episodes == 0 and load_episodes(tmp_path / "ds") == []
+    records = [json.loads(line) for line in (tmp_path / "ds" / QUARANTINE_PATH).read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in records] == [(2, "gap"), (3, "gap")]
+    assert validate_dataset(tmp_path / "ds").ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "work"]
