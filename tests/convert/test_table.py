@@ -266,6 +266,12 @@ def test_timestamp_steps_are_sorted_by_time_may_leave_gaps_and_may_not_repeat(tm
     assert "step 1704067200.0 appears more than once" == quarantine[("a.csv", 6)]["message"]
     assert (report.records_read, report.steps, report.episodes) == (15, 7, 3)
     assert validate_dataset(tmp_path / "out").ok
+    # a timestamp column read as an integer index (no kind: timestamp) is a bad step, not epoch seconds
+    convert_table([tmp_path / "in" / "c.parquet"], tmp_path / "index", spec_from_dict({**spec, "step": "ts"}))
+    records = [json.loads(line) for line in (tmp_path / "index" / QUARANTINE_PATH).read_text().splitlines()]
+    assert [(r["row"], r["reason"], r["level"]) for r in records] == [(i, "bad_step", "row") for i in (1, 2, 3)]
+    assert records[0]["message"] == ("column 'ts': 2024-05-01 00:00:03+00:00 is a timestamp, not an integer step "
+                                     "index (declare step: {column: ts, kind: timestamp})")
 
 
 NEXT_JSONL = """{"episode": "e", "t": 4, "obs": [1, 2], "next_obs": [2, 3], "action": 1, "reward": 2, "done": true}
