@@ -1,4 +1,5 @@
-"""``offlinerl convert table``: spec parsing, round trips of shipped datasets, and bad rows quarantined."""
+"""``offlinerl convert table``: spec parsing, round trips of shipped datasets, bad rows quarantined, timestamp
+steps, next_observation, Dict observations, inferred spaces and ``--overwrite``."""
 
 from __future__ import annotations
 
@@ -189,18 +190,18 @@ BOX1 = {"type": "Box", "dtype": "float64", "shape": [1], "low": ["-inf"], "high"
 DISCRETE2 = {"type": "Discrete", "dtype": "int64", "n": 2, "start": 0}
 
 
-def _convert(tmp_path: Path, files: dict[str, str | pa.Table], spec: dict, out: str = "out"):
-    """Write ``files`` under tmp_path/in, convert them with ``spec`` (library call); report, episodes by id,
-    quarantine records by (file name, position)."""
+def _convert(tmp_path: Path, files: dict[str, str | pa.Table], spec: dict):
+    """Write ``files`` under tmp_path/in, convert them with ``spec`` (library call) into tmp_path/out; the report,
+    the episodes by id, the quarantine records by (file name, position)."""
     (tmp_path / "in").mkdir()
     for name, content in files.items():
         if isinstance(content, str):
             (tmp_path / "in" / name).write_text(content)
         else:
             pq.write_table(content, tmp_path / "in" / name)
-    report = convert_table([tmp_path / "in"], tmp_path / out, spec_from_dict(spec))
-    episodes = {e.id: e for e in load_episodes(tmp_path / out)}
-    quarantine = tmp_path / out / QUARANTINE_PATH
+    report = convert_table([tmp_path / "in"], tmp_path / "out", spec_from_dict(spec))
+    episodes = {e.id: e for e in load_episodes(tmp_path / "out")}
+    quarantine = tmp_path / "out" / QUARANTINE_PATH
     records = [json.loads(line) for line in quarantine.read_text().splitlines()] if quarantine.exists() else []
     by_position = {(Path(r["file"]).name, r.get("line", r.get("row"))): r for r in records}
     assert len(by_position) == len(records)  # each row quarantined at most once
@@ -350,7 +351,7 @@ INFER_JSONL = """{"episode": 1, "t": 0, "p": [0.5, 1], "s": 2, "action": 0, "rew
 {"episode": 1, "t": 1, "p": [1.5, 2], "s": 3, "action": 2, "reward": 1, "done": true}
 {"episode": 1, "t": 2, "p": [2.5, 3], "s": 4}
 """
-INFERRED_OBS = ("Dict('pos': Box(-inf, inf, (2,), float32), 'speed': Box(-inf, inf, (1,), float32))")
+INFERRED_OBS = "Dict('pos': Box(-inf, inf, (2,), float32), 'speed': Box(-inf, inf, (1,), float32))"
 
 
 @pytest.mark.usefixtures("ray_session")
