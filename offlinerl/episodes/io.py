@@ -71,6 +71,8 @@ def write_dataset(
     with atomic_directory(path, overwrite=overwrite, kind="dataset", inputs=inputs) as tmp:
         if _is_ray_dataset(source):
             counts, extra = _write_ray_dataset(source, tmp, extra_columns)
+            if not parquet_files(tmp):  # Ray writes no file for no rows: one empty file, as below
+                counts, extra = _write_episodes(iter(()), tmp, observation_space, action_space, extra, rows_per_file)
         else:
             counts, extra = _write_episodes(
                 _chunked(source, max_steps_per_row), tmp, observation_space, action_space,
@@ -130,7 +132,7 @@ def _write_ray_dataset(ds, directory, extra_columns):
     written = sorted(raw.glob("*.parquet"))
     for i, f in enumerate(written):
         os.rename(f, directory / f"part-{i:05d}.parquet")
-    shutil.rmtree(raw)
+    shutil.rmtree(raw, ignore_errors=True)  # never made when the dataset has no rows
     rows = steps = 0
     ids: set[tuple[str, str | None]] = set()
     for f in parquet_files(directory):

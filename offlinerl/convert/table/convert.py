@@ -54,9 +54,11 @@ def _stats(batch: pa.Table, leaves: tuple[str, ...]) -> pa.Table:
     return pa.table({k: [v] for k, v in out.items()})
 
 
-def infer_spaces(rows, spec: TableSpec) -> tuple[gym.Space, gym.Space, list[str]]:
-    """Observation Box(-inf, inf, float32) of each leaf's most common width; action Discrete(max + 1) when
-    one column holds only integers written as integers, 0 or more, else Box(-inf, inf, float32)."""
+def infer_spaces(rows, spec: TableSpec, observation_space: gym.Space | None = None,
+                 action_space: gym.Space | None = None) -> tuple[gym.Space, gym.Space, list[str]]:
+    """The spaces not given, inferred: observation Box(-inf, inf, float32) of each leaf's most common width;
+    action Discrete(max + 1) when one column holds only integers written as integers, 0 or more, else
+    Box(-inf, inf, float32). The note names only the spaces inferred."""
     leaves = tuple(obs_col(k) for k, _ in spec.observation.leaves)
     stats = rows.map_batches(_stats, batch_format="pyarrow", fn_kwargs={"leaves": leaves}).take_all()
     widths = {name: Counter() for name in (*leaves, ACTION)}
@@ -75,9 +77,12 @@ def infer_spaces(rows, spec: TableSpec) -> tuple[gym.Space, gym.Space, list[str]
                 and lows and min(lows) >= 0)
     act: gym.Space = (gym.spaces.Discrete(int(max(highs)) + 1) if discrete
                       else gym.spaces.Box(-np.inf, np.inf, shape=(top[ACTION],), dtype=np.float32))
-    note = (f"spaces inferred from the data: observation {obs}, action {act} (check them; declare "
-            "observation_space/action_space in the spec for the real bounds)")
-    return obs, act, [note]
+    inferred = {what: space for what, space, given in (("observation", obs, observation_space),
+                                                       ("action", act, action_space)) if given is None}
+    note = (f"spaces inferred from the data: {', '.join(f'{w} {s}' for w, s in inferred.items())} (check them; "
+            f"declare {'/'.join(f'{w}_space' for w in inferred)} in the spec for the real bounds)")
+    return (obs if observation_space is None else observation_space,
+            act if action_space is None else action_space, [note])
 
 
 def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | None, gym.Space | None, dict | None]:
@@ -119,19 +124,18 @@ def convert_table(
                               output=str(Path(output).resolve()), files=len(files))
     obs_space, act_space, env_spec = _declared(spec, report)
     read = ReadSettings(spec, tuple(files))
-    rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
-            .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
-            .materialize())
-    if obs_space is None or act_space is None:
-        inferred_obs, inferred_act, notes = infer_spaces(rows, spec)
-        report.notes += notes
-        obs_space, act_space = obs_space or inferred_obs, act_space or inferred_act
-        for what in ("observation", "action"):
-            if getattr(report, f"{what}_space_from") == "inferred":
-                setattr(report, f"{what}_space_from", "inferred from the data")
-    extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
-    group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
-    with sort_shuffle():
+    with sort_shuffle():  # entered before the read: a Ray Dataset keeps the DataContext it was made in
+        rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
+                .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
+                .materialize())
+        if obs_space is None or act_space is None:
+            obs_space, act_space, notes = infer_spaces(rows, spec, obs_space, act_space)
+            report.notes += notes
+            for what in ("observation", "action"):
+                if getattr(report, f"{what}_space_from") == "inferred":
+                    setattr(report, f"{what}_space_from", "inferred from the data")
+        extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
+        group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
         episodes = (rows.groupby(KEY, num_partitions=max(1, min(len(files) * 4, 64)))
                     .map_groups(build_episode, batch_format="pyarrow",
                                 fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})

@@ -175,7 +175,10 @@ def _step(v: Any, col: str, kind: str) -> int | float:
             except ValueError:
                 raise CellError("bad_step", f"column {col!r}: {v!r} is not a timestamp") from None
     if isinstance(v, datetime):
-        return v.timestamp()
+        if kind == "timestamp":
+            return v.timestamp()
+        raise CellError("bad_step", f"column {col!r}: {v} is a timestamp, not an integer step index "
+                                    f"(declare step: {{column: {col}, kind: timestamp}})")
     try:
         x, _ = _number(v, col, True)
     except CellError:
