@@ -231,9 +231,16 @@ class Learner:
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore module, optimizer moments, counters, extra state and RNG. The optimizers keep the
+        hyperparameters of this learner's config (lr, betas, ...): a state from a checkpoint brings its
+        running statistics, not the settings it was trained with, so ``finetune --set config.actor_lr=...``
+        takes effect (``torch.optim.Optimizer.load_state_dict`` alone would restore the old ones)."""
         self.set_module_state(state["module"])
         for key, opt in self._optimizers.items():
+            settings = [{k: v for k, v in group.items() if k != "params"} for group in opt.param_groups]
             opt.load_state_dict(state["optimizers"][f"{key[0]}/{key[1]}"])
+            for group, kept in zip(opt.param_groups, settings):
+                group.update(kept)
         self.timestep = int(state["timestep"])
         self.set_extra_state(state.get("extra", {}))
         rng = state.get("rng", {})

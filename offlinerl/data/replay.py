@@ -1,5 +1,6 @@
 """Replay for off-policy fine-tuning: a FIFO buffer of online transitions and a
-batch source that mixes them with the offline dataset at a fixed ratio.
+batch source that mixes them with the offline dataset, at a fixed ratio or in
+proportion to how many transitions each side holds.
 
 Both hold column tensors (the train-batch keys of ``offlinerl.core.columns``)
 preallocated on the learner's device; drawing a batch is two ``randint``s and
@@ -15,7 +16,10 @@ import torch
 
 from offlinerl.core.tensors import to_tensor, to_tensors
 
-__all__ = ["ReplayBuffer", "MixedBatchSource"]
+__all__ = ["ReplayBuffer", "MixedBatchSource", "MIXING"]
+
+#: How a mixed batch splits between online and offline transitions (``MixedBatchSource.mixing``).
+MIXING = ("fixed", "proportional")
 
 Columns = Mapping[str, "np.ndarray | torch.Tensor"]
 
@@ -103,9 +107,13 @@ class ReplayBuffer:
 
 
 class MixedBatchSource:
-    """Batches of ``batch_size`` with ``round(online_fraction * batch_size)`` online transitions.
+    """Batches of ``batch_size`` transitions, some online and the rest offline.
 
-    The rest come from the offline transitions (all of them, held as tensors).
+    ``mixing="fixed"``: ``round(online_fraction * batch_size)`` online (symmetric
+    sampling at 0.5, as RLPD). ``mixing="proportional"``: the online share is the
+    online buffer's share of all transitions, ``online / (online + offline)`` —
+    as if both lived in one buffer (how IQL fine-tunes); it grows as experience
+    comes in, so the first small online batches cannot dominate the updates.
     While the online buffer is empty every transition is offline. Implements the
     Learner's ``BatchSource`` protocol (``next_batch`` keyed by module id).
     """
@@ -117,11 +125,14 @@ class MixedBatchSource:
         *,
         batch_size: int,
         online_fraction: float,
+        mixing: str = "fixed",
         module_id: str | None = None,
         seed: int = 0,
     ) -> None:
         if not 0.0 <= online_fraction <= 1.0:
             raise ValueError(f"online_fraction must be in [0, 1], got {online_fraction}")
+        if mixing not in MIXING:
+            raise ValueError(f"mixing must be one of {MIXING}, got {mixing!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.online = online
@@ -131,6 +142,7 @@ class MixedBatchSource:
             raise ValueError("the offline transitions are empty (they also define the batch's columns)")
         self.batch_size = batch_size
         self.online_fraction = online_fraction
+        self.mixing = mixing
         self.module_id = module_id
         self.generator = torch.Generator().manual_seed(seed)
         self._out: dict[str, torch.Tensor] | None = None
@@ -138,9 +150,11 @@ class MixedBatchSource:
 
     def num_online(self) -> int:
         """Online transitions in the next batch."""
-        if len(self.online) == 0:
+        n = len(self.online)
+        if n == 0:
             return 0
-        return int(round(self.online_fraction * self.batch_size))
+        share = self.online_fraction if self.mixing == "fixed" else n / (n + self._num_offline)
+        return int(round(share * self.batch_size))
 
     def next_batch(self) -> dict[str, Any]:
         """One mixed batch, gathered into buffers reused across calls (no allocation per update)."""

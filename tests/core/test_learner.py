@@ -1,3 +1,5 @@
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -102,4 +104,34 @@ def test_grad_clip_reports_norm_and_state_round_trip_is_exact():
     a.update(_batch(seed=5))
     b.update(_batch(seed=5))
     for (k, x), (_, y) in zip(a.module.state_dict().items(), b.module.state_dict().items()):
+        assert torch.equal(x, y), k
+
+
+def test_restored_optimizers_keep_this_configs_learning_rate_and_the_saved_moments():
+    """A checkpoint's optimizer state brings Adam's moments and step counts, not its old learning rate: a job
+    restored with another lr (``finetune --set config.actor_lr=...``) steps with the new one."""
+
+    class AdamLearner(CoupledLearner):
+        def configure_optimizers_for_module(self, module_id, module):
+            return {"actor": torch.optim.Adam(list(module.policy_parameters()), lr=self.config.lr),
+                    "value": torch.optim.Adam(list(module.value_parameters()), lr=self.config.lr)}
+
+    class Slow(Cfg):
+        lr = 0.001
+
+    a = AdamLearner(config=Cfg(), module_spec=_spec()).build()
+    a.update(_batch())
+    state = copy.deepcopy(a.get_state())  # as read from disk: no tensor shared with ``a``
+    b = AdamLearner(config=Slow(), module_spec=_spec()).build()
+    b.set_state(state)
+    for key, opt in b._optimizers.items():
+        assert [g["lr"] for g in opt.param_groups] == [0.001], key
+        saved = state["optimizers"][f"{key[0]}/{key[1]}"]["state"]
+        for i, p in enumerate(opt.param_groups[0]["params"]):
+            assert torch.equal(opt.state[p]["exp_avg"], saved[i]["exp_avg"])
+    same = AdamLearner(config=Cfg(), module_spec=_spec()).build()
+    same.set_state(state)  # the same config: the restored job continues exactly (as before)
+    a.update(_batch(seed=5))
+    same.update(_batch(seed=5))
+    for (k, x), (_, y) in zip(a.module.state_dict().items(), same.module.state_dict().items()):
         assert torch.equal(x, y), k

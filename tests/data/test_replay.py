@@ -45,3 +45,18 @@ def test_mixed_batches_have_the_requested_share_of_online_transitions():
     assert torch.equal(a.next_batch()["obs"], b.next_batch()["obs"])
     with pytest.raises(ValueError, match="online_fraction"):
         MixedBatchSource(offline, online, batch_size=8, online_fraction=1.5)
+
+
+def test_proportional_mixing_follows_the_online_share_of_all_transitions():
+    """mixing="proportional": online rows in a batch = round(batch · online / (online + offline)), growing as
+    experience comes in (one buffer's odds), whatever online_fraction says."""
+    offline = {"rewards": np.zeros(300, np.float32)}
+    online = ReplayBuffer(capacity=1000)
+    source = MixedBatchSource(offline, online, batch_size=64, online_fraction=0.9, mixing="proportional", seed=0)
+    assert source.next_batch()["rewards"].sum() == 0
+    for added, expected in ((100, 16), (200, 32), (600, 48)):  # 100/400, 300/600, 900/1200 of 64 rows
+        online.add({"rewards": np.ones(added, np.float32)})
+        assert source.num_online() == expected
+        assert int(source.next_batch()["rewards"].sum()) == expected
+    with pytest.raises(ValueError, match="mixing must be one of"):
+        MixedBatchSource(offline, online, batch_size=8, online_fraction=0.5, mixing="annealed")

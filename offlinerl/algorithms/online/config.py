@@ -16,6 +16,7 @@ from typing import Any
 
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file
 from offlinerl.algorithms.job import StopConfig
+from offlinerl.data.replay import MIXING
 
 __all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline"]
 
@@ -35,7 +36,10 @@ class OnlineConfig:
     env_steps_per_iteration: int = 1000
     """Env steps sampled before each iteration's updates."""
     online_fraction: float = 0.5
-    """Share of each train batch drawn from online experience (the rest from the offline dataset)."""
+    """Share of each train batch drawn from online experience (the rest from the offline dataset); ``mixing="fixed"``."""
+    mixing: str = "fixed"
+    """``fixed``: ``online_fraction`` of every batch is online; ``proportional``: the online share is the online
+    transitions' share of all (offline + online) transitions, as one buffer would give (IQL's fine-tuning)."""
     replay_capacity: int = 200_000
     """Online transitions kept (oldest dropped first)."""
     explore: bool = True
@@ -56,6 +60,8 @@ class OnlineConfig:
             raise ConfigError(f"online.env_steps_per_iteration: must be >= 1, got {self.env_steps_per_iteration}")
         if not 0.0 <= self.online_fraction <= 1.0:
             raise ConfigError(f"online.online_fraction: must be in [0, 1], got {self.online_fraction}")
+        if self.mixing not in MIXING:
+            raise ConfigError(f"online.mixing: one of {', '.join(MIXING)}, got {self.mixing!r}")
         if self.replay_capacity < 1:
             raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
 

@@ -50,13 +50,14 @@ class MixedSourceSpec:
     capacity: int
     batch_size: int
     online_fraction: float
+    mixing: str
     seed: int
     source: MixedBatchSource | None = None
 
     def build(self, device: torch.device) -> MixedBatchSource:
         self.source = MixedBatchSource(
             self.offline, ReplayBuffer(self.capacity, device), batch_size=self.batch_size,
-            online_fraction=self.online_fraction, module_id=C.DEFAULT_MODULE_ID, seed=self.seed,
+            online_fraction=self.online_fraction, mixing=self.mixing, module_id=C.DEFAULT_MODULE_ID, seed=self.seed,
         )
         return self.source
 
@@ -116,7 +117,7 @@ class Finetuner:
         self.needs_complete_episodes = self.learner_pipeline.needs_complete_episodes
         offline = algo.offline_data.load_arrays()
         self.spec = MixedSourceSpec(offline, online.replay_capacity, config.train_batch_size, online.online_fraction,
-                                    config.seed + 1)
+                                    online.mixing, config.seed + 1)
         algo.learner_group.set_sources([self.spec])
         self.source = self.spec.source
         # Runners act with the inference-only module and the offline job's env-to-module pipeline.
