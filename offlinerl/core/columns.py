@@ -14,6 +14,8 @@ Shapes (B = batch size):
 
 from __future__ import annotations
 
+from offlinerl.episodes import schema as S
+
 __all__ = [
     "OBS",
     "NEXT_OBS",
@@ -51,5 +53,5 @@ EMBEDDINGS = "embeddings"
 #: Which weights produced a batch, where an algorithm cares about staleness (optional column).
 WEIGHTS_SEQ_NO = "weights_seq_no"
 
-#: Module id of a single-agent policy inside a ``MultiRLModule``.
-DEFAULT_MODULE_ID = "default_policy"
+#: Module id of a single-agent policy inside a ``MultiRLModule`` (the episode format's default module).
+DEFAULT_MODULE_ID = S.DEFAULT_MODULE_ID

@@ -41,12 +41,11 @@ MODULE_COLUMN = "_module_id"
 
 
 def row_module_ids(table: pa.Table) -> np.ndarray:
-    """Module of each row: ``module_id``, else ``agent_id``, else the default module."""
+    """Module of each row (``schema.row_module_id``: ``module_id``, else ``agent_id``, else the default module)."""
     n = table.num_rows
     mids = table.column(S.MODULE_ID).to_pylist() if S.MODULE_ID in table.column_names else [None] * n
     aids = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * n
-    return np.array([m if m is not None else (a if a is not None else C.DEFAULT_MODULE_ID) for m, a in zip(mids, aids)],
-                    dtype=object)
+    return np.array(list(map(S.row_module_id, mids, aids)), dtype=object)
 
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
@@ -95,6 +94,10 @@ class OfflineData:
         self._arrays: dict[str, np.ndarray] | None = None
 
     def _find_module_ids(self) -> list[str]:
+        """From ``dataset.json`` (written since it records them: the driver reads no data file); a dataset
+        written before has its module columns read here."""
+        if self.info.module_ids:
+            return list(self.info.module_ids)
         import pyarrow.parquet as pq
 
         from offlinerl.episodes import parquet_files

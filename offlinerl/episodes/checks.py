@@ -27,7 +27,8 @@ __all__ = ["ROW_CHECKS", "check_unit", "leaf_values"]
 ROW_CHECKS = ("lengths", "flags", "finite", "actions", "observations")
 
 #: Per-row bookkeeping returned to the driver (for ids, chunks and counts).
-SUMMARY_KEYS = ("row", S.EPISODE_ID, S.AGENT_ID, S.CHUNK_INDEX, S.T_START, "steps", S.TERMINATED, S.TRUNCATED)
+SUMMARY_KEYS = ("row", S.EPISODE_ID, S.AGENT_ID, S.CHUNK_INDEX, S.T_START, "steps", S.TERMINATED, S.TRUNCATED,
+                S.MODULE_ID)
 
 _LIST_COLUMNS = (S.OBS, S.ACTIONS, S.REWARDS)
 
@@ -223,6 +224,7 @@ def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit):
         "steps": [int(s) if s >= 0 else None for s in steps] if steps is not None else [None] * n,
         S.TERMINATED: pylist(S.TERMINATED),
         S.TRUNCATED: pylist(S.TRUNCATED),
+        S.MODULE_ID: pylist(S.MODULE_ID),
     }
     return summary, find, ids
 

@@ -37,6 +37,9 @@ class DatasetInfo:
     """Total number of transitions (sum of T over rows)."""
     num_rows: int = 0
     """Number of parquet rows (episodes plus extra chunks)."""
+    module_ids: list[str] | None = None
+    """Sorted modules the rows train (per row ``module_id``, else ``agent_id``, else ``default_policy``), so a
+    job knows them without reading the data; None: not recorded (datasets written before it)."""
     env_id: str | None = None
     """Gymnasium id of the environment the data came from, if known."""
     env_spec: dict[str, Any] | None = None
@@ -64,6 +67,7 @@ class DatasetInfo:
             "num_episodes": self.num_episodes,
             "num_steps": self.num_steps,
             "num_rows": self.num_rows,
+            "module_ids": self.module_ids,
             "max_steps_per_row": self.max_steps_per_row,
             "extra_columns": self.extra_columns,
             "provenance": self.provenance,
@@ -92,9 +96,13 @@ class DatasetInfo:
             if not isinstance(value, int) or value < 0:
                 raise DatasetInfoError(f"{source}: {key} must be a non-negative integer, got {value!r}")
             counts[key] = value
+        module_ids = data.get("module_ids")
+        if module_ids is not None and not (isinstance(module_ids, list) and all(isinstance(m, str) for m in module_ids)):
+            raise DatasetInfoError(f"{source}: module_ids must be a list of strings (or null), got {module_ids!r}")
         return cls(
             observation_space=obs_space,
             action_space=act_space,
+            module_ids=None if module_ids is None else sorted(module_ids),
             env_id=data.get("env_id"),
             env_spec=data.get("env_spec"),
             extra_columns=dict(data.get("extra_columns") or {}),

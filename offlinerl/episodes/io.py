@@ -98,6 +98,7 @@ def _is_ray_dataset(obj: Any) -> bool:
 
 def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, rows_per_file):
     episode_ids: set[tuple[str, str | None]] = set()
+    modules: set[str] = set()
     rows = steps = 0
     files = 0
     buffer: list[SingleAgentEpisode] = []
@@ -115,13 +116,14 @@ def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, ro
     for ep in episodes:
         buffer.append(ep)
         episode_ids.add((ep.id, ep.agent_id))
+        modules.add(S.row_module_id(ep.module_id, ep.agent_id))
         rows += 1
         steps += len(ep)
         if len(buffer) >= rows_per_file:
             flush()
     if buffer or files == 0:
         flush()
-    counts = {"num_episodes": len(episode_ids), "num_steps": steps, "num_rows": rows}
+    counts = {"num_episodes": len(episode_ids), "num_steps": steps, "num_rows": rows, "module_ids": sorted(modules)}
     return counts, extra or {}
 
 
@@ -135,17 +137,21 @@ def _write_ray_dataset(ds, directory, extra_columns):
     shutil.rmtree(raw, ignore_errors=True)  # never made when the dataset has no rows
     rows = steps = 0
     ids: set[tuple[str, str | None]] = set()
+    modules: set[str] = set()
     for f in parquet_files(directory):
-        t = pq.read_table(f, columns=[S.EPISODE_ID, S.AGENT_ID, S.REWARDS])
+        t = pq.read_table(f, columns=[S.EPISODE_ID, S.AGENT_ID, S.MODULE_ID, S.REWARDS])
         rows += t.num_rows
         steps += int(pc.sum(pc.list_value_length(t.column(S.REWARDS))).as_py() or 0)
-        ids.update(zip(t.column(S.EPISODE_ID).to_pylist(), t.column(S.AGENT_ID).to_pylist()))
+        agents = t.column(S.AGENT_ID).to_pylist()
+        ids.update(zip(t.column(S.EPISODE_ID).to_pylist(), agents))
+        modules.update(map(S.row_module_id, t.column(S.MODULE_ID).to_pylist(), agents))
     if extra_columns is None:
         schema = pq.read_schema(directory / "part-00000.parquet") if rows else pa.schema([])
         extra_columns = {
             f.name: S.extra_spec_from_arrow(f.type.value_type) for f in schema if f.name not in S.REQUIRED_COLUMNS
         }
-    return {"num_episodes": len(ids), "num_steps": steps, "num_rows": rows}, dict(extra_columns)
+    return ({"num_episodes": len(ids), "num_steps": steps, "num_rows": rows, "module_ids": sorted(modules)},
+            dict(extra_columns))
 
 
 def read_dataset(path: str | Path, *, columns: Sequence[str] | None = None, **read_kwargs: Any):

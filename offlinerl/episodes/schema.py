@@ -29,6 +29,8 @@ __all__ = [
     "TRUNCATED",
     "REQUIRED_COLUMNS",
     "BOOKKEEPING_COLUMNS",
+    "DEFAULT_MODULE_ID",
+    "row_module_id",
     "JSON_DTYPE",
     "episode_schema",
     "extra_value_type",
@@ -53,6 +55,9 @@ TRUNCATED = "truncated"
 REQUIRED_COLUMNS = (
     EPISODE_ID, CHUNK_INDEX, T_START, AGENT_ID, MODULE_ID, OBS, ACTIONS, REWARDS, TERMINATED, TRUNCATED,
 )
+#: Module of a row that names neither a module nor an agent (a single-agent dataset's rows).
+DEFAULT_MODULE_ID = "default_policy"
+
 #: Columns that are not per-step data.
 BOOKKEEPING_COLUMNS = (EPISODE_ID, CHUNK_INDEX, T_START, AGENT_ID, MODULE_ID, TERMINATED, TRUNCATED)
 
@@ -112,3 +117,8 @@ def extra_spec_from_arrow(step_type: pa.DataType) -> dict[str, Any]:
     if pa.types.is_fixed_size_list(step_type):
         return {"dtype": step_type.value_type.to_pandas_dtype().__name__, "shape": [step_type.list_size]}
     return {"dtype": np.dtype(step_type.to_pandas_dtype()).name, "shape": []}
+
+
+def row_module_id(module_id: str | None, agent_id: str | None) -> str:
+    """The module a row trains: its ``module_id``, else its ``agent_id``, else :data:`DEFAULT_MODULE_ID`."""
+    return module_id if module_id is not None else (agent_id if agent_id is not None else DEFAULT_MODULE_ID)

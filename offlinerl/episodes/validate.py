@@ -18,7 +18,7 @@ actions       error    every action inside the action space
 observations  warning  observations inside the observation space (real sensors overshoot)
 episode_ids   error    ``(episode_id, agent_id, chunk_index)`` unique
 chunks        error    chunk_index 0..k without gaps, t_start continuous, only the last chunk ends
-counts        error    ``num_episodes``/``num_steps``/``num_rows`` of dataset.json equal the data
+counts        error    ``num_episodes``/``num_steps``/``num_rows`` (and ``module_ids`` where recorded) of dataset.json equal the data
 ============  =======  ==================================================================
 
 Exit codes (:attr:`ValidationReport.exit_code`): 0 valid (warnings allowed),
@@ -61,7 +61,7 @@ CHECKS = (
     ("observations", "warning", "observations inside the observation space"),
     ("episode_ids", "error", "episode ids unique (per agent and chunk)"),
     ("chunks", "error", "chunks contiguous: chunk_index 0..k, t_start continuous, only the last chunk ends"),
-    ("counts", "error", "episode, step and row counts in dataset.json equal the data"),
+    ("counts", "error", "episode, step and row counts and module ids in dataset.json equal the data"),
 )
 
 
@@ -296,7 +296,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
             continue
         r = payload["rows"]
         rows.extend(zip([name] * len(r["row"]), r["row"], r[S.EPISODE_ID], r[S.AGENT_ID], r[S.CHUNK_INDEX],
-                        r[S.T_START], r["steps"], r[S.TERMINATED], r[S.TRUNCATED]))
+                        r[S.T_START], r["steps"], r[S.TERMINATED], r[S.TRUNCATED], r[S.MODULE_ID]))
         for c in ROW_CHECKS:
             count, examples = per_check[c]
             new = [Example(name, row, eid, detail, value) for row, eid, detail, value in payload["examples"][c]]
@@ -348,7 +348,7 @@ def _skip_rest(report: ValidationReport, note: str) -> ValidationReport:
 
 
 def _check_episodes(report: ValidationReport, rows: list[tuple], limit: int) -> None:
-    """Unique ids and chunk contiguity, from the per-row ``(file, row, id, agent, chunk, t_start, T, term, trunc)``."""
+    """Unique ids and chunk contiguity, from the per-row ``(file, row, id, agent, chunk, t_start, T, term, trunc, module)``."""
     ids_check, chunk_check = report.check("episode_ids"), report.check("chunks")
     seen: dict[tuple, tuple] = {}
     groups: dict[tuple, list[tuple]] = {}
@@ -371,7 +371,7 @@ def _check_episodes(report: ValidationReport, rows: list[tuple], limit: int) -> 
         members.sort(key=lambda r: r[4])
         last = len(members) - 1
         for i, r in enumerate(members):
-            file, row, eid, _, chunk, t_start, steps, term, trunc = r
+            file, row, eid, _, chunk, t_start, steps, term, trunc, _ = r
             problem = None
             prev = members[i - 1] if i else None
             if chunk != (prev[4] + 1 if prev else 0):
@@ -395,6 +395,8 @@ def _check_counts(check: CheckResult, info: DatasetInfo, rows: list[tuple], limi
         "num_steps": sum(r[6] for r in rows if r[6] is not None),
         "num_rows": len(rows),
     }
+    if info.module_ids is not None:  # recorded since module_ids exists; older datasets have none to check
+        data["module_ids"] = sorted({S.row_module_id(r[9], r[3]) for r in rows})
     wrong = [Example(S_INFO, None, None, f"{k}: dataset.json says {getattr(info, k)}, the data has {v}",
                      getattr(info, k)) for k, v in data.items() if getattr(info, k) != v]
     check.fail(len(wrong), wrong, limit)

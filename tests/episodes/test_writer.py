@@ -90,3 +90,39 @@ def test_concat_refuses_a_gap():
     with pytest.raises(ValueError, match="chunk 2 starts at t=4, expected 2"):
         SingleAgentEpisode.concat([a, c])
     assert np.array_equal(SingleAgentEpisode.concat([c, a, b]).rewards, ep.rewards)
+
+
+def test_dataset_json_records_the_module_ids_and_validate_checks_them(tmp_path, ray_session):
+    """Both write paths (episodes, a Ray Dataset of rows) record the sorted modules (module_id, else agent_id,
+    else default_policy) so a job reads them from dataset.json instead of every file; a wrong list is a counts
+    error; a dataset.json from before the field (no key) still validates and OfflineData scans its rows."""
+    import json
+
+    import ray.data
+
+    from offlinerl.algorithms.bc import BCConfig
+    from offlinerl.data.offline_data import OfflineData
+    from offlinerl.episodes import episodes_to_table
+
+    single = write_dataset([make_episode(i, OBS, ACT, steps=3) for i in range(2)], tmp_path / "single",
+                           observation_space=OBS, action_space=ACT)
+    assert single.module_ids == ["default_policy"] == read_info(tmp_path / "single").module_ids
+    eps = [make_episode(0, OBS, ACT, steps=3, agent_id="walker"), make_episode(1, OBS, ACT, steps=2, agent_id="a1",
+                                                                               module_id="shared"),
+           make_episode(2, OBS, ACT, steps=2, agent_id="a2", module_id="shared"), make_episode(3, OBS, ACT, steps=4)]
+    multi = write_dataset(eps, tmp_path / "multi", observation_space=OBS, action_space=ACT)
+    assert multi.module_ids == ["default_policy", "shared", "walker"]
+    rows = ray.data.from_arrow(episodes_to_table(eps, OBS, ACT, {}))
+    assert write_dataset(rows, tmp_path / "rows", observation_space=OBS, action_space=ACT).module_ids == multi.module_ids
+    assert validate_dataset(tmp_path / "multi").exit_code == 0
+    assert OfflineData(tmp_path / "multi", BCConfig()).module_ids == ["default_policy", "shared", "walker"]
+
+    path = tmp_path / "multi" / "dataset.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "module_ids": ["shared", "walker"]}))
+    report = validate_dataset(tmp_path / "multi")
+    assert report.exit_code == 1 and "module_ids: dataset.json says ['shared', 'walker']" in report.format()
+    del data["module_ids"]  # written before the field existed
+    path.write_text(json.dumps(data))
+    assert read_info(tmp_path / "multi").module_ids is None and validate_dataset(tmp_path / "multi").exit_code == 0
+    assert OfflineData(tmp_path / "multi", BCConfig()).module_ids == ["default_policy", "shared", "walker"]
