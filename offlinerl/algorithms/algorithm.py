@@ -163,9 +163,9 @@ class Algorithm:
         if self.experience is None:
             return self.learner_group.update(self.config.updates_per_iteration)
         t0 = time.perf_counter()
-        chunks = self.experience.sample(self.iteration)
+        chunks = self.experience.sample(self.iteration + 1)
         t1 = time.perf_counter()
-        shards = self.experience.to_learners(chunks, self.iteration)
+        shards = self.experience.to_learners(chunks, self.iteration + 1)
         if shards is not None:
             self.experience.replay_size = self.learner_group.add_online(shards)
         t2 = time.perf_counter()
@@ -320,6 +320,8 @@ class Algorithm:
         ckpt = load_checkpoint(path)
         ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
         ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
+        if resume and online is not None:
+            _check_online_resume(ckpt)
         config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, online=online, **kwargs)
@@ -337,10 +339,7 @@ class Algorithm:
         ckpt.env_to_module()  # checks the connector state (e.g. normaliser statistics) before the data uses it
         replay = None
         if resume and self.experience is not None:
-            if not ckpt.has_replay:
-                raise CheckpointError(f"{ckpt.path}: holds no online replay (an offline job wrote it), so there is "
-                                      "no online job to resume; start fine-tuning from it instead (offlinerl "
-                                      "finetune --from, or from_checkpoint(..., resume=False))")
+            _check_online_resume(ckpt)
             replay = ckpt.replay_episodes()  # every file checked before any state changes
         self.offline_data.set_connector_state(ckpt.connector_state)
         self.env_to_module = self.offline_data.env_to_module_pipeline()
@@ -361,6 +360,13 @@ class Algorithm:
         if self.experience is not None:
             self.experience.stop()
         self.learner_group.shutdown()
+
+
+def _check_online_resume(ckpt: Checkpoint) -> None:
+    if not ckpt.has_replay:
+        raise CheckpointError(f"{ckpt.path}: holds no online replay (an offline job wrote it), so there is no online "
+                              "job to resume; start fine-tuning from it instead (offlinerl finetune --from, or "
+                              "from_checkpoint(..., resume=False))")
 
 
 def _new_job_state(state: Mapping[str, Any], num_learners: int) -> dict[str, Any]:

@@ -49,7 +49,7 @@ Columns = dict[str, np.ndarray]
 
 
 def episode_seed(seed: int, iteration: int) -> int:
-    """The seed runners start new episodes from in ``iteration`` (0-based) of a job seeded ``seed``."""
+    """The seed runners start new episodes from in ``iteration`` (1 = the first) of a job seeded ``seed``."""
     return int(np.random.SeedSequence([seed, iteration]).generate_state(1)[0])
 
 
@@ -126,11 +126,11 @@ class OnlineExperience:
 
     # -- sampling -----------------------------------------------------------------------------------
     def sample(self, iteration: int) -> list[SingleAgentEpisode]:
-        """``env_steps_per_iteration`` steps from the runners in ``iteration`` (0-based), recorded if asked."""
+        """``env_steps_per_iteration`` steps from the runners in ``iteration`` (1 = the first), recorded if asked."""
         chunks = self.runners.sample(num_timesteps=self.online.env_steps_per_iteration,
                                      episode_seed=episode_seed(self.seed, iteration))
         if self.recording is not None:
-            self.recording.add(iteration + 1, chunks)
+            self.recording.add(iteration, chunks)
         return chunks
 
     def _usable(self, chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
@@ -145,7 +145,7 @@ class OnlineExperience:
         return done
 
     def to_learners(self, chunks: list[SingleAgentEpisode], iteration: int) -> list[Columns] | None:
-        """Each learner's part of the transitions these chunks make (None: nothing usable yet)."""
+        """Each learner's part of the transitions the chunks ``iteration`` sampled make (None: nothing usable yet)."""
         usable = self._usable(chunks)
         if not usable:
             return None
