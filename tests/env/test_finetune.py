@@ -157,3 +157,19 @@ def test_record_writes_the_online_episodes_as_a_dataset_that_validates(bc_checkp
     assert "input" in capsys.readouterr().err and (bc_checkpoint / "algorithm.json").is_file()
     assert finetune("replaced", "--record", str(recorded), "--overwrite") == 0
     assert (recorded / "dataset.json").read_text() != before and validate_dataset(recorded).ok
+
+
+def test_finetune_resume_refuses_what_would_change_the_job(tmp_path, capsys):
+    """``--resume`` follows ``train --resume``'s rules (``run_dir.read_run``); nothing runs when they are broken."""
+    assert main(["finetune", "--resume", str(tmp_path), "--no-progress"]) == 1
+    assert "not a run directory" in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("checkpoint: ckpt\nstop: {iterations: 2}\n")
+    assert main(["finetune", "--resume", str(run), "--set", "online.online_fraction=0.1"]) == 2
+    assert "only stop.*" in capsys.readouterr().err
+    assert main(["finetune", "--resume", str(run), "--set", "stop.iterations=4"]) == 1
+    assert "no checkpoint to resume from" in capsys.readouterr().err
+    for extra in (["--from", "x"], ["--record", "x"], ["-o", "x"]):
+        assert main(["finetune", "--resume", str(run), *extra]) == 2
+        assert "--resume continues in RUN_DIR itself" in capsys.readouterr().err

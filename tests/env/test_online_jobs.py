@@ -176,6 +176,13 @@ def test_a_checkpoint_keeps_the_replay_as_a_valid_dataset_and_restores_it_mid_ep
     for x, y in zip([e for g in ra.groups for e in g], [e for g in rb.groups for e in g]):
         assert (x.id, x.chunk_index, x.t_start) == (y.id, y.chunk_index, y.t_start)
         np.testing.assert_array_equal(x.obs, y.obs)
+    # The replay is checked like the tensors file: a modified part is refused, never used.
+    from offlinerl.algorithms.checkpoint import CheckpointError
+
+    part = next((second / "replay").glob("*.parquet"))
+    part.write_bytes(part.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(CheckpointError, match="sha256"):
+        load_checkpoint(second).replay_episodes()
 
 
 def test_resuming_an_offline_checkpoint_as_an_online_job_is_refused(pendulum_iql):

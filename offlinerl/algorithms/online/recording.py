@@ -30,13 +30,19 @@ __all__ = ["OnlineRecording", "close_episodes"]
 _PART = "iter-{:06d}"
 
 
+def _closed(chunk: SingleAgentEpisode, last_chunk_index: int) -> SingleAgentEpisode:
+    """``chunk``, marked truncated if it is the last of an episode that never ended (the end of the recording)."""
+    if chunk.terminated or chunk.truncated or chunk.chunk_index != last_chunk_index:
+        return chunk
+    return replace(chunk, truncated=True)
+
+
 def close_episodes(chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
     """Mark the last chunk of every episode that never ended as truncated (end of recording)."""
-    last: dict[str, SingleAgentEpisode] = {}
+    last: dict[str, int] = {}
     for c in chunks:
-        if c.id not in last or c.chunk_index > last[c.id].chunk_index:
-            last[c.id] = c
-    return [replace(c, truncated=True) if last[c.id] is c and not (c.terminated or c.truncated) else c for c in chunks]
+        last[c.id] = max(last.get(c.id, c.chunk_index), c.chunk_index)
+    return [_closed(c, last[c.id]) for c in chunks]
 
 
 class OnlineRecording:
@@ -93,8 +99,7 @@ class OnlineRecording:
         def episodes() -> Iterator[SingleAgentEpisode]:
             for part in parts:
                 for c in load_episodes(part, reassemble=False):
-                    ended = c.terminated or c.truncated
-                    yield c if ended or c.chunk_index != last[c.id] else replace(c, truncated=True)
+                    yield _closed(c, last[c.id])
 
         return write_dataset(episodes(), dest, observation_space=self.observation_space, action_space=self.action_space,
                              env_id=self.env_id, provenance={**self.provenance, "iterations": numbered[-1][0]},
