@@ -115,7 +115,11 @@ class Algorithm:
         """Weight versions sent to the runners: every step of online experience records the one that acted."""
         self.best_eval_return: float | None = None
         self.last_eval: dict[str, float] = {}
-        self.experience = None if online is None else self._build_experience(online, capacity)
+        try:
+            self.experience = None if online is None else self._build_experience(online, capacity)
+        except BaseException:  # e.g. an env that cannot be made in a runner: leave no learner actors behind
+            self.learner_group.shutdown()
+            raise
         self.sync_weights()
 
     def _build_experience(self, online: OnlineConfig, capacity: int) -> OnlineExperience:

@@ -28,7 +28,7 @@ uninterrupted one did.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import gymnasium as gym
 import numpy as np
