@@ -1,31 +1,47 @@
-"""``Algorithm``: the thin control plane of a training job.
+"""``Algorithm``: the thin control plane of a training job, offline or online.
 
-It owns the ``OfflineData``, the ``LearnerGroup`` and an inference-only copy of
-the module for evaluation. ``train()`` runs one iteration: ``training_step()``
-(sample, update: by default ``updates_per_iteration`` updates in one call per
-learner), then - always, even for a custom ``training_step`` - syncs the
-evaluation module's weights, adds counters and timing, and evaluates every
-``evaluation.interval`` iterations.
+It owns the ``OfflineData``, the ``LearnerGroup``, an inference-only copy of the
+module for evaluation and, given an ``OnlineConfig``, online experience
+(``offlinerl.algorithms.online.experience``: EnvRunners, episodes waiting to
+complete, the split of transitions over learners). ``train()`` runs one
+iteration: ``training_step()``, then - always, even for a custom
+``training_step`` - syncs weights (the evaluation module; online, the runners:
+inference-only weights, env-to-module connector state, ``weights_seq_no``),
+adds counters and timing, and evaluates every ``evaluation.interval``
+iterations. ``training_step`` offline: ``updates_per_iteration`` updates in one
+call per learner; online: sample ``env_steps_per_iteration`` env steps -> the
+learner connector pipeline -> each learner's replay (its shard) ->
+``updates_per_iteration`` updates on batches mixing replay and offline data ->
+``weights_seq_no + 1``.
 
 Checkpoints (``offlinerl.algorithms.checkpoint``, the one place that writes and
 reads them) hold the module, optimizers, learner RNG states and sampler state
-(tensors) plus the config, counters, connector state and spaces (JSON):
-``from_checkpoint`` resumes a job so that it continues exactly as the
-uninterrupted job would (in-memory data mode).
+(tensors), the config, counters (iterations, updates, env steps,
+``weights_seq_no``), connector state and spaces (JSON) and, online, the replay's
+episodes (an episode dataset): ``from_checkpoint`` resumes a job so that it
+continues exactly as the uninterrupted job would (in-memory data mode; online,
+where iterations end on episode boundaries: see ``online/experience.py``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from offlinerl.algorithms.algorithm_config import AlgorithmConfig
-from offlinerl.algorithms.checkpoint import Checkpoint, allow_class, class_path, load_checkpoint, write_checkpoint
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.algorithms.checkpoint import (Checkpoint, CheckpointError, allow_class, class_path, load_checkpoint,
+                                             write_checkpoint)
+from offlinerl.algorithms.config_io import to_dict
+from offlinerl.algorithms.online.config import OnlineConfig
+from offlinerl.algorithms.online.experience import OnlineExperience
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
+from offlinerl.core import columns as C
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.offline_data import OfflineData
+from offlinerl.data.replay import MixedSpec
 from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import evaluate_module
 from offlinerl.episodes.spaces import space_to_json
@@ -47,9 +63,12 @@ class Algorithm:
         module_class: type | None = None,
         connector_state: Mapping[str, Any] | None = None,
         validate_data: bool = True,
+        online: OnlineConfig | None = None,
     ) -> None:
         """``validate_data``: run the validator on ``dataset`` first and raise ``InvalidDatasetError`` with its
-        report if it finds errors (False: for data already validated, e.g. by ``offlinerl validate``)."""
+        report if it finds errors (False: for data already validated, e.g. by ``offlinerl validate``).
+        ``online``: also gather experience in the env and learn from it mixed with ``dataset`` (see the module
+        docstring)."""
         from offlinerl.ray_utils import init_ray
 
         spec: AlgorithmSpec = get_algorithm(algorithm)
@@ -61,11 +80,14 @@ class Algorithm:
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)
+        self.online = online
         # Classes given here are trusted in this process: checkpoints naming them load again.
         self.learner_class = allow_class(learner_class or spec.learner_cls)
         self.module_class = allow_class(module_class or spec.module_cls)
         self.offline_data = OfflineData(dataset, config)
         self._check_eval_env()  # before any expensive setup: a wrong env must not cost a training run
+        if online is not None:
+            self._check_online_env()
         if connector_state:
             self.offline_data.set_connector_state(connector_state)
         self._check_cpus()
@@ -76,6 +98,12 @@ class Algorithm:
         })
         t0 = time.perf_counter()
         specs = self.offline_data.source_specs(max(1, config.num_learners), config.train_batch_size, config.seed)
+        capacity = 0
+        if online is not None:  # each learner mixes its own offline shard with its own replay
+            capacity = math.ceil(online.replay_capacity / len(specs))
+            shard_steps = self.offline_data.info.num_steps // len(specs)  # what a streaming shard holds, about
+            specs = [MixedSpec(s, capacity, config.train_batch_size, online.online_fraction, s.seed + 1,
+                               mixing=online.mixing, num_offline=shard_steps) for s in specs]
         self.learner_group = LearnerGroup(config, self.learner_class, self.module_spec)
         self.learner_group.set_sources(specs)
         self.setup_time_s = time.perf_counter() - t0
@@ -83,29 +111,84 @@ class Algorithm:
         self.eval_module = self.module_spec.build(inference_only=True)
         self.iteration = 0
         self.num_updates = 0
+        self.env_steps = 0
+        """Env steps sampled by this job (online)."""
+        self.weights_seq_no = 0
+        """Weight versions sent to the runners: every step of online experience records the one that acted."""
         self.best_eval_return: float | None = None
         self.last_eval: dict[str, float] = {}
+        try:
+            self.experience = None if online is None else self._build_experience(online, capacity)
+        except BaseException:  # e.g. an env that cannot be made in a runner: leave no learner actors behind
+            self.learner_group.shutdown()
+            raise
         self.sync_weights()
 
+    def _build_experience(self, online: OnlineConfig, capacity: int) -> OnlineExperience:
+        ev = self.config.evaluation
+        return OnlineExperience(
+            online, seed=self.config.seed, module_spec=self.module_spec.specs[C.DEFAULT_MODULE_ID],
+            learner_pipeline=self.offline_data.learner_pipeline(normalize=True), env_to_module=self.env_to_module,
+            observation_space=self.offline_data.observation_space, action_space=self.offline_data.action_space,
+            env=self.online_env_id(), env_kwargs=self._online_env_kwargs(), eval_env=self.eval_env_id(),
+            eval_env_kwargs=ev.env_kwargs, eval_episodes=ev.episodes, num_learners=self.learner_group.num_shards,
+            capacity_per_learner=capacity,
+        )
+
     def _check_cpus(self) -> None:
-        """Streaming needs CPUs for Ray Data besides the learners, or the readers never start."""
+        """Learner and EnvRunner actors must fit the cluster (or they never start), and streaming needs a CPU for
+        Ray Data besides them (or the readers never start)."""
         import ray
 
-        cfg = self.config
-        if self.offline_data.mode != "streaming" or cfg.num_learners == 0:
+        cfg, online = self.config, self.online
+        learners = cfg.num_learners * cfg.num_cpus_per_learner
+        runners = 0 if online is None else (online.num_env_runners + online.num_eval_env_runners) * online.num_cpus_per_env_runner
+        streaming = self.offline_data.mode == "streaming"
+        if not runners and not (streaming and learners):
             return
         cpus = ray.cluster_resources().get("CPU", 0)
-        left = cpus - cfg.num_learners * cfg.num_cpus_per_learner
-        if left < 1:
+        left = cpus - learners - runners
+        if not runners and left < 1:
             raise ValueError(
                 f"streaming mode with {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs leaves {left:g} of "
                 f"{cpus:g} CPUs for Ray Data (needs >= 1); lower num_cpus_per_learner (e.g. 0.5) or use data.mode=in_memory"
             )
+        if left < (1 if streaming else 0):
+            raise ConfigError(
+                f"online.num_cpus_per_env_runner: {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs and "
+                f"{online.num_env_runners + online.num_eval_env_runners} env runners x {online.num_cpus_per_env_runner} "
+                f"CPUs leave {left:g} of {cpus:g} CPUs" + (" for Ray Data (streaming needs >= 1)" if streaming else "")
+                + "; lower online.num_cpus_per_env_runner or num_cpus_per_learner (e.g. 0.5), or use fewer actors"
+            )
 
     # -- the loop -----------------------------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
-        """One iteration's sampling and updates; returns metrics (override for custom schedules)."""
-        return self.learner_group.update(self.config.updates_per_iteration)
+        """One iteration's sampling and updates; returns metrics (override for custom schedules).
+
+        ``train`` then syncs the new weights (and ``weights_seq_no``) to the evaluation module and the runners."""
+        if self.experience is None:
+            return self.learner_group.update(self.config.updates_per_iteration)
+        t0 = time.perf_counter()
+        chunks = self.experience.sample(self.iteration + 1)
+        t1 = time.perf_counter()
+        shards = self.experience.to_learners(chunks, self.iteration + 1)
+        if shards is not None:
+            self.experience.replay_size = self.learner_group.add_online(shards)
+        t2 = time.perf_counter()
+        metrics = dict(self.learner_group.update(self.config.updates_per_iteration))
+        t3 = time.perf_counter()
+        self.env_steps += sum(len(c) for c in chunks)
+        self.weights_seq_no += 1
+        metrics.update(self.experience.metrics())
+        metrics.update({
+            "online/env_steps": float(self.env_steps),
+            "online/replay_size": float(self.experience.replay_size),
+            "online/weights_seq_no": float(self.weights_seq_no),
+            "perf/sample_s": t1 - t0,
+            "perf/replay_add_s": t2 - t1,
+            "perf/update_s": t3 - t2,
+        })
+        return metrics
 
     def train(self) -> dict[str, float]:
         t0 = time.perf_counter()
@@ -115,10 +198,11 @@ class Algorithm:
         updates = int(metrics.get("learner/updates", self.num_updates + self.config.updates_per_iteration))
         done = updates - self.num_updates
         self.num_updates = updates
+        update_s = metrics.get("perf/update_s", elapsed)
         metrics.update({
             "iteration": float(self.iteration),
             "learner/updates": float(updates),
-            "perf/updates_per_s": done / elapsed if elapsed > 0 else 0.0,
+            "perf/updates_per_s": done / update_s if update_s > 0 else 0.0,
             "perf/samples_per_s": done * self.config.train_batch_size * max(1, self.config.num_learners) / elapsed if elapsed > 0 else 0.0,
             "perf/iteration_s": elapsed,
         })
@@ -129,14 +213,47 @@ class Algorithm:
         return metrics
 
     def sync_weights(self) -> None:
-        """Copy the learners' weights into the inference-only evaluation module."""
-        self.eval_module.load_state_dict(self.learner_group.get_weights())
+        """Copy the learners' weights into the inference-only evaluation module; online, also send the runners the
+        inference-only weights, the env-to-module connector state and ``weights_seq_no``."""
+        weights = self.learner_group.get_weights()
+        self.eval_module.load_state_dict(weights)
+        if self.experience is not None:
+            self.experience.sync(weights, self.offline_data.connector_state(), self.weights_seq_no)
+
+    def set_weights(self, weights: Mapping[str, Any], strict: bool = True) -> None:
+        """Load module weights (a MultiRLModule state; ``strict=False``: a subset, e.g. a BC policy into a MARWIL
+        module) into every learner, then sync them. ``ValueError`` names weights the module has no place for."""
+        unexpected = self.learner_group.set_weights(weights, strict)
+        if unexpected:
+            raise ValueError(f"the weights {unexpected[:3]} have no place in a {self.name} module")
+        self.sync_weights()
 
     def eval_env_id(self) -> str:
         env = self.config.evaluation.env or self.offline_data.info.env_id
         if not env:
             raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
         return env
+
+    def online_env_id(self) -> str:
+        """The env online experience comes from: ``online.env``, else the evaluation env."""
+        return (self.online.env if self.online is not None else None) or self.eval_env_id()
+
+    def _online_env_kwargs(self) -> dict[str, Any]:
+        if self.online.env is None:
+            return dict(self.online.env_kwargs or self.config.evaluation.env_kwargs)
+        return dict(self.online.env_kwargs)
+
+    def _check_online_env(self) -> None:
+        """Online experience is single-agent, from an env with the dataset's spaces (``EnvMismatchError``)."""
+        data = self.offline_data
+        if data.multi_module:
+            raise ConfigError(f"online: the dataset holds {len(data.module_ids)} modules; online experience comes "
+                              "from single-agent gymnasium envs")
+        if self.online.env is None and not self.can_evaluate:
+            raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
+        if self.online.env is not None:
+            check_env(self.online.env, data.observation_space, data.action_space, self.online.env_kwargs,
+                      trusted=True, what=f"the dataset {self.dataset}")
 
     @property
     def can_evaluate(self) -> bool:
@@ -156,8 +273,11 @@ class Algorithm:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.interval=0")
         ev = self.config.evaluation
-        out = evaluate_module(self.eval_module, self.eval_env_id(), self.env_to_module,
-                              episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=ev.env_kwargs)
+        if self.experience is not None and self.experience.eval_runners is not None:
+            out = self.experience.evaluate(episodes or ev.episodes, ev.seed)
+        else:
+            out = evaluate_module(self.eval_module, self.eval_env_id(), self.env_to_module,
+                                  episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=ev.env_kwargs)
         ret = out["eval/return_mean"]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
@@ -180,40 +300,91 @@ class Algorithm:
             "connector_state": self.offline_data.connector_state(),
             "iteration": self.iteration,
             "num_updates": self.num_updates,
+            "env_steps": self.env_steps,
+            "weights_seq_no": self.weights_seq_no,
             "best_eval_return": self.best_eval_return,
             "last_eval": self.last_eval,
+            **({} if self.online is None else {"online": to_dict(self.online)}),
         }
 
     def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
-        """Write a checkpoint directory atomically (temp dir + rename)."""
-        return write_checkpoint(path, self.learner_group.get_state(), self.metadata(), overwrite=overwrite)
+        """Write a checkpoint directory atomically (temp dir + rename); online, with the replay's episodes."""
+        replay = None if self.experience is None else self.experience.replay_episodes()
+        return write_checkpoint(path, self.learner_group.get_state(), self.metadata(), overwrite=overwrite,
+                                replay=replay)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | Checkpoint, *, dataset: str | Path | None = None,
-                        overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> "Algorithm":
-        """Rebuild the job from a checkpoint (a path or a loaded ``Checkpoint``) and restore every piece of its state."""
+                        overrides: Mapping[str, Any] | None = None, online: OnlineConfig | None = None,
+                        resume: bool = True, **kwargs: Any) -> "Algorithm":
+        """Rebuild the job from a checkpoint (a path or a loaded ``Checkpoint``) and restore its state.
+
+        ``online``: the algorithm owns online experience (see ``__init__``). ``resume``: continue the job that
+        wrote the checkpoint (every piece of state: counters, samplers, an online job's replay); False: a new
+        job from its weights, optimizers, learner state and connector state (e.g. fine-tuning an offline
+        checkpoint): counters start at 0 (updates continue), batch sources and replays start fresh."""
         ckpt = load_checkpoint(path)
         ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
         ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
+        if resume and online is not None:
+            _check_online_resume(ckpt)
         config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
-                   module_class=ckpt.module_class, connector_state=ckpt.connector_state, **kwargs)
-        algo.restore(ckpt)
+                   module_class=ckpt.module_class, connector_state=ckpt.connector_state, online=online, **kwargs)
+        try:
+            algo.restore(ckpt, resume=resume)
+        except BaseException:
+            algo.stop()
+            raise
         return algo
 
-    def restore(self, checkpoint: str | Path | Checkpoint) -> None:
+    def restore(self, checkpoint: str | Path | Checkpoint, *, resume: bool = True) -> None:
+        """Load a checkpoint's state (``resume``: as in ``from_checkpoint``)."""
         ckpt = load_checkpoint(checkpoint)
         ckpt.trained_module  # noqa: B018 - shapes and finiteness, with a clear message, before the learners
         ckpt.env_to_module()  # checks the connector state (e.g. normaliser statistics) before the data uses it
+        replay = None
+        if resume and self.experience is not None:
+            _check_online_resume(ckpt)
+            replay = ckpt.replay_episodes()  # every file checked before any state changes
         self.offline_data.set_connector_state(ckpt.connector_state)
         self.env_to_module = self.offline_data.env_to_module_pipeline()
-        self.learner_group.set_state(ckpt.state)
+        state = ckpt.state if resume else _new_job_state(ckpt.state, self.learner_group.num_shards)
+        self.learner_group.set_state(state)
         meta = ckpt.meta
-        self.iteration = int(meta["iteration"])
         self.num_updates = int(meta["num_updates"])
-        self.best_eval_return = meta.get("best_eval_return")
-        self.last_eval = meta.get("last_eval") or {}
+        self.iteration = int(meta["iteration"]) if resume else 0
+        self.env_steps = int(meta["env_steps"]) if resume else 0
+        self.weights_seq_no = int(meta["weights_seq_no"]) if resume else 0
+        self.best_eval_return = meta.get("best_eval_return") if resume else None
+        self.last_eval = (meta.get("last_eval") or {}) if resume else {}
+        if replay is not None:
+            self.experience.replay_size = self.learner_group.restore_online(self.experience.rebuild(replay))
         self.sync_weights()
 
     def stop(self) -> None:
+        if self.experience is not None:
+            self.experience.stop()
         self.learner_group.shutdown()
+
+
+def _check_online_resume(ckpt: Checkpoint) -> None:
+    if not ckpt.has_replay:
+        raise CheckpointError(f"{ckpt.path}: holds no online replay (an offline job wrote it), so there is no online "
+                              "job to resume; start fine-tuning from it instead (offlinerl finetune --from, or "
+                              "from_checkpoint(..., resume=False))")
+
+
+def _new_job_state(state: Mapping[str, Any], num_learners: int) -> dict[str, Any]:
+    """A checkpoint's LearnerGroup state for a new job: every learner gets the module, optimizers, counters and
+    extra state (learner 0's where the new job has more learners), no batch-source state (the new job's sources
+    start fresh), and its RNG state only where the number of learners is unchanged (else each replica keeps the
+    stream it was seeded with)."""
+    learners = state["learners"]
+    out = []
+    for i in range(num_learners):
+        learner = dict(learners[min(i, len(learners) - 1)]["learner"])
+        if len(learners) != num_learners:
+            learner.pop("rng", None)
+        out.append({"learner": learner})
+    return {"num_learners": state.get("num_learners"), "learners": out}

@@ -5,7 +5,13 @@
                            learner class names, connector state, counters, and the size and
                            sha256 of every other file
         learner_group.pt   tensors only: the LearnerGroup state (module weights, optimizers,
-                           RNG states, sampler state), read with ``torch.load(weights_only=True)``
+                           RNG states, sampler state, replay counters), read with
+                           ``torch.load(weights_only=True)``
+        replay/            online jobs only: an episode dataset (dataset.json + parquet) of the
+                           online experience whose transitions the learners' replays may still
+                           hold, rows in the order they were added; ``algorithm.json``'s
+                           ``replay.groups`` says how many rows each add took and in which
+                           iteration (see :class:`ReplayEpisodes`)
 
 Loading a checkpoint never executes anything it holds: the tensors file is read
 by torch's restricted unpickler (tensors, numbers, strings, lists, dicts only),
@@ -14,7 +20,8 @@ classes - the registered algorithms' own classes plus what a user adds with
 :func:`allow_class` - never imported by name. Every problem (missing, empty,
 truncated or modified files, a foreign file, weights of the wrong shape or with
 NaN, a class nobody trusted) raises :class:`CheckpointError` naming the path
-and what to do.
+and what to do. The ``replay/`` dataset is read with the dataset reader, after
+the size and hash of each of its files are checked.
 
 Every reader (``evaluate``, ``collect --policy``, ``finetune --from``,
 ``train --resume``, ``Algorithm.from_checkpoint``) goes through
@@ -30,14 +37,15 @@ import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
 import torch
 
 from offlinerl.algorithms.guards import to_finite_json
 from offlinerl.core import columns as C
-from offlinerl.episodes.io import atomic_directory
+from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
+from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory
 from offlinerl.episodes.spaces import SpaceError, space_from_json
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "Checkpoint",
     "CheckpointError",
+    "ReplayEpisodes",
     "allow_class",
     "class_path",
     "load_checkpoint",
@@ -57,6 +66,7 @@ CHECKPOINT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 METADATA_FILE = "algorithm.json"
 STATE_FILE = "learner_group.pt"
+REPLAY_DIR = "replay"
 #: ``algorithm.json`` holds a config and small statistics; anything bigger is not ours.
 MAX_METADATA_BYTES = 16 * 2**20
 
@@ -104,14 +114,64 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class ReplayEpisodes:
+    """The online experience an online job's replays were filled from, as a checkpoint keeps it.
+
+    ``groups[g]`` are the episodes (chunks, or whole episodes) one add brought, in order; the learner pipeline
+    and the split over learners turn them into the same transitions again (``offlinerl.algorithms.online``).
+    Written as an episode dataset whose rows are the groups' episodes in order; chunk indices are renumbered
+    from 0 per episode (the oldest chunks of an episode may have left the replays), nothing else changes.
+    """
+
+    groups: Sequence[Sequence[SingleAgentEpisode]]
+    """Episodes of each add, oldest add first."""
+    iterations: Sequence[int]
+    """The iteration of each add."""
+    observation_space: gym.Space
+    action_space: gym.Space
+
+
+def _renumbered(episodes: Sequence[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
+    """Chunk indices from 0 per episode: the rows are then a valid episode dataset."""
+    from dataclasses import replace
+
+    first: dict[tuple, int] = {}
+    for ep in episodes:
+        key = (ep.id, ep.agent_id)
+        first[key] = min(first.get(key, ep.chunk_index), ep.chunk_index)
+    return [ep if not first[(ep.id, ep.agent_id)] else replace(ep, chunk_index=ep.chunk_index - first[(ep.id, ep.agent_id)])
+            for ep in episodes]
+
+
+def _write_replay(replay: ReplayEpisodes, directory: Path) -> dict[str, Any]:
+    episodes = _renumbered([ep for group in replay.groups for ep in group])
+    longest = max((len(ep) for ep in episodes), default=0)
+    write_dataset(episodes, directory, observation_space=replay.observation_space,
+                  action_space=replay.action_space, max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest),
+                  provenance={"collector": "offlinerl online replay (checkpoint)"})
+    return {"dir": REPLAY_DIR, "groups": [{"iteration": int(i), "rows": len(g)}
+                                          for i, g in zip(replay.iterations, replay.groups)]}
+
+
+def _file_record(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
 def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mapping[str, Any],
-                     overwrite: bool = False) -> Path:
-    """Write ``state`` (tensors) and ``metadata`` (JSON) as a checkpoint directory, atomically."""
+                     overwrite: bool = False, replay: ReplayEpisodes | None = None) -> Path:
+    """Write ``state`` (tensors), ``metadata`` (JSON) and an online job's ``replay`` episodes as a checkpoint
+    directory, atomically."""
     with atomic_directory(path, overwrite=overwrite, kind="checkpoint") as tmp:
         torch.save(dict(state), tmp / STATE_FILE)
-        files = {STATE_FILE: {"bytes": (tmp / STATE_FILE).stat().st_size, "sha256": _sha256(tmp / STATE_FILE)}}
-        meta = {**to_finite_json(dict(metadata)), "format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION,
-                "files": files}
+        files = {STATE_FILE: _file_record(tmp / STATE_FILE)}
+        extra: dict[str, Any] = {}
+        if replay is not None:
+            extra["replay"] = _write_replay(replay, tmp / REPLAY_DIR)
+            for f in sorted((tmp / REPLAY_DIR).iterdir()):
+                files[f"{REPLAY_DIR}/{f.name}"] = _file_record(f)
+        meta = {**to_finite_json(dict(metadata)), **extra, "format": CHECKPOINT_FORMAT,
+                "format_version": CHECKPOINT_VERSION, "files": files}
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
     return Path(path)
 
@@ -148,6 +208,16 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     for key, tp in expected.items():
         if not isinstance(meta.get(key), tp) or isinstance(meta.get(key), bool):
             raise CheckpointError(f"{file}: field {key!r} is missing or not a {tp.__name__} ({meta.get(key)!r:.80})")
+    for key in ("env_steps", "weights_seq_no"):  # online jobs' counters (absent: 0)
+        value = meta.setdefault(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CheckpointError(f"{file}: field {key!r} must be a non-negative integer ({value!r:.80})")
+    replay = meta.get("replay")
+    if replay is not None and not (isinstance(replay, dict) and replay.get("dir") == REPLAY_DIR and isinstance(
+            replay.get("groups"), list) and all(isinstance(g, dict) and isinstance(g.get("rows"), int)
+                                                 and isinstance(g.get("iteration"), int) for g in replay["groups"])):
+        raise CheckpointError(f"{file}: field 'replay' must be {{\"dir\": \"{REPLAY_DIR}\", \"groups\": "
+                              "[{\"iteration\": int, \"rows\": int}, ...]}")
     ids = meta.setdefault("module_ids", [C.DEFAULT_MODULE_ID])
     if not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
         raise CheckpointError(f"{file}: field 'module_ids' must be a non-empty list of strings")
@@ -198,16 +268,17 @@ class Checkpoint:
     def connector_state(self) -> dict[str, Any]:
         return dict(self.meta["connector_state"])
 
-    @cached_property
-    def state(self) -> dict[str, Any]:
-        """The LearnerGroup state (tensors only), after checking the file's size and hash."""
-        file = self.path / STATE_FILE
+    def _check_file(self, name: str, required: bool = False) -> Path:
+        """``path / name`` after checking it exists, is not empty, and has the size and hash ``files`` records."""
+        file = self.path / name
         if not file.is_file():
             raise CheckpointError(f"{file}: missing (the checkpoint was not written completely)")
         size = file.stat().st_size
         if size == 0:
             raise CheckpointError(f"{file}: empty file (the checkpoint was not written completely)")
-        recorded = (self.meta.get("files") or {}).get(STATE_FILE)
+        recorded = (self.meta.get("files") or {}).get(name)
+        if recorded is None and required:
+            raise CheckpointError(f"{file}: algorithm.json records no size and hash for it; refused")
         if recorded is not None:
             if size != recorded.get("bytes"):
                 raise CheckpointError(f"{file}: {size} bytes, but algorithm.json records {recorded.get('bytes')}; "
@@ -215,6 +286,12 @@ class Checkpoint:
             if _sha256(file) != recorded.get("sha256"):
                 raise CheckpointError(f"{file}: its sha256 differs from the one algorithm.json records; the file "
                                       "was modified or corrupted")
+        return file
+
+    @cached_property
+    def state(self) -> dict[str, Any]:
+        """The LearnerGroup state (tensors only), after checking the file's size and hash."""
+        file = self._check_file(STATE_FILE)
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
@@ -226,6 +303,39 @@ class Checkpoint:
                 for s in learners)):
             raise CheckpointError(f"{file}: not a LearnerGroup state (expected learners[*].learner.module)")
         return state
+
+    @property
+    def has_replay(self) -> bool:
+        """Written by an online job: the learners' replays can be rebuilt (``replay_episodes``)."""
+        return self.meta.get("replay") is not None
+
+    def replay_episodes(self) -> ReplayEpisodes:
+        """The online experience of the learners' replays, grouped by add, after checking every file of ``replay/``."""
+        if not self.has_replay:
+            raise CheckpointError(f"{self.path}: holds no online replay (it was not written by an online job)")
+        groups_meta = self.meta["replay"]["groups"]
+        directory = self.path / REPLAY_DIR
+        names = sorted(n for n in (self.meta.get("files") or {}) if n.startswith(f"{REPLAY_DIR}/"))
+        if not names:
+            raise CheckpointError(f"{self.path / METADATA_FILE}: records no files of {REPLAY_DIR}/; refused")
+        for name in names:
+            self._check_file(name, required=True)
+        unlisted = sorted(f.name for f in directory.iterdir() if f"{REPLAY_DIR}/{f.name}" not in names)
+        if unlisted:
+            raise CheckpointError(f"{directory}: holds files algorithm.json does not record ({unlisted[:3]}); refused")
+        try:
+            episodes = load_episodes(directory, reassemble=False)
+        except (DatasetInfoError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{directory}: cannot be read as an episode dataset ({exc})") from None
+        if len(episodes) != sum(g["rows"] for g in groups_meta):
+            raise CheckpointError(f"{directory}: {len(episodes)} rows, algorithm.json's replay.groups count "
+                                  f"{sum(g['rows'] for g in groups_meta)}")
+        groups, start = [], 0
+        for g in groups_meta:
+            groups.append(episodes[start:start + g["rows"]])
+            start += g["rows"]
+        return ReplayEpisodes(groups, [g["iteration"] for g in groups_meta], self.observation_space,
+                              self.action_space)
 
     def module_state(self) -> dict[str, torch.Tensor]:
         """The trained module's weights (every learner holds the same; learner 0's are returned)."""

@@ -1,5 +1,5 @@
 """The one job loop: ``offlinerl train`` (``run_pipeline``) and ``offlinerl finetune`` (``run_finetune``) both
-run ``run_job`` over a :class:`Trainable` (an ``Algorithm``, a ``Finetuner``).
+run ``run_job`` over a :class:`Trainable` (an ``Algorithm``, offline or online).
 
 Every iteration::
 

@@ -32,11 +32,12 @@ from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_di
 from offlinerl.algorithms.guards import NonFiniteLossError
 from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.algorithms.run_dir import RunDirError, latest_checkpoint, new_run_dir
+from offlinerl.algorithms.run_dir import RESUME_OVERRIDABLE, new_run_dir, read_run
 from offlinerl.algorithms.selection import check_selection, format_selection, select_checkpoint
 from offlinerl.episodes.validate import require_valid
 
-__all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError"]
+__all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError",
+           "RESUME_OVERRIDABLE"]
 
 RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
 
@@ -126,32 +127,17 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-#: What ``--set`` may change when a job is resumed: everything else must stay as it ran, or the
-#: continuation would not be the job that was started.
-RESUME_OVERRIDABLE = ("stop.", "checkpoint_interval", "checkpoint_keep")
-
-
 def load_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, Any, Path]:
-    """``(pipeline, config, checkpoint)`` to resume the job in ``run_dir`` from its newest checkpoint."""
-    run = Path(run_dir)
-    if not (run / "config.yaml").is_file():
-        raise RunDirError(f"{run}: not a run directory (no config.yaml)")
-    for text in overrides:
-        if not text.split("=", 1)[0].strip().startswith(RESUME_OVERRIDABLE):
-            raise ConfigError(f"--set {text!r}: a resumed job keeps its config; only stop.*, checkpoint_interval "
-                              "and checkpoint_keep may change")
-    data = apply_overrides(load_file(run / "config.yaml"), list(overrides))
+    """``(pipeline, config, checkpoint)`` to resume the job in ``run_dir`` from its newest checkpoint
+    (``offlinerl.algorithms.run_dir.read_run``: the resume rules shared with ``finetune --resume``)."""
+    data, checkpoint = read_run(run_dir, overrides)
     pipeline = from_dict(Pipeline, data)
     try:
         spec = get_algorithm(pipeline.algorithm)
     except KeyError as exc:
-        raise ConfigError(f"{run / 'config.yaml'}: algorithm: {exc.args[0]}") from None
+        raise ConfigError(f"{Path(run_dir) / 'config.yaml'}: algorithm: {exc.args[0]}") from None
     config = from_dict(spec.config_cls, pipeline.config, "config")
     check_selection(config, pipeline.checkpoint_interval, pipeline.dataset)
-    checkpoint = latest_checkpoint(run)
-    if checkpoint is None:
-        raise RunDirError(f"{run}: no checkpoint to resume from (the job stopped before its first one; set "
-                          "checkpoint_interval to checkpoint during training)")
     return pipeline, config, checkpoint
 
 

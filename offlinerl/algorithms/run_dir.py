@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError
+from offlinerl.algorithms.config_io import ConfigError, apply_overrides, load_file
 from offlinerl.algorithms.guards import metrics_json
 
-__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "MetricsLog", "RunDirError"]
+__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "read_run", "MetricsLog", "RunDirError",
+           "RESUME_OVERRIDABLE"]
 
 CHECKPOINTS = "checkpoints"
 
@@ -42,6 +44,29 @@ def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None
     except OSError as exc:
         raise RunDirError(f"cannot create the run directory {run}: {exc.strerror or exc}") from None
     return run
+
+
+#: What ``--set`` may change when a job is resumed: everything else must stay as it ran, or the
+#: continuation would not be the job that was started.
+RESUME_OVERRIDABLE = ("stop.", "checkpoint_interval", "checkpoint_keep")
+
+
+def read_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[dict[str, Any], Path]:
+    """What resuming the job in ``run_dir`` starts from (``train --resume``, ``finetune --resume``): its
+    ``config.yaml`` with the ``--set`` overrides a resumed job allows, and its newest checkpoint."""
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise RunDirError(f"{run}: not a run directory (no config.yaml)")
+    for text in overrides:
+        if not text.split("=", 1)[0].strip().startswith(RESUME_OVERRIDABLE):
+            raise ConfigError(f"--set {text!r}: a resumed job keeps its config; only stop.*, checkpoint_interval "
+                              "and checkpoint_keep may change")
+    data = apply_overrides(load_file(run / "config.yaml"), list(overrides))
+    checkpoint = latest_checkpoint(run)
+    if checkpoint is None:
+        raise RunDirError(f"{run}: no checkpoint to resume from (the job stopped before its first one; set "
+                          "checkpoint_interval to checkpoint during training)")
+    return data, checkpoint
 
 
 def _checkpoint_dirs(run: Path) -> list[Path]:

@@ -1,12 +1,15 @@
-"""``offlinerl finetune PIPELINE.yaml --from CHECKPOINT``: continue an offline checkpoint online."""
+"""``offlinerl finetune PIPELINE.yaml --from CHECKPOINT``: continue an offline checkpoint online
+(``--resume RUN_DIR``: continue a stopped or killed fine-tuning job; ``--record DIR``: also write the online
+episodes as an episode dataset)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
-from offlinerl.cli.common import add_job_options
+from offlinerl.cli.common import add_job_options, overwrite_help
 
 __all__ = ["register"]
 
@@ -18,32 +21,76 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Start from an offline checkpoint (module, optimizers, connector state) and keep training with "
         "experience gathered by EnvRunners in the real env, mixed with the offline dataset in a replay buffer "
         "(IQL, CQL), or as MARWIL on complete online episodes. Writes a run directory with config.yaml, "
-        "metrics.jsonl, the final checkpoint, the online episodes as a dataset, and result.json.",
-        epilog="example: offlinerl finetune pipelines/pendulum-iql-finetune.yaml --from runs/iql/checkpoints/final",
+        "metrics.jsonl, checkpoints (with the replay, so --resume continues exactly), result.json, and the "
+        "online episodes as a dataset (--record DIR, else RUN/online-episodes).",
+        epilog="examples:\n  offlinerl finetune pipelines/pendulum-iql-finetune.yaml --from runs/iql/checkpoints/final "
+        "--record data/pendulum-online\n"
+        "  offlinerl finetune --resume runs/pendulum-iql-finetune-20261201T101500Z --set stop.iterations=20",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", help="fine-tuning pipeline file (e.g. pipelines/pendulum-iql-finetune.yaml)")
+    p.add_argument("pipeline", nargs="?",
+                   help="fine-tuning pipeline file (e.g. pipelines/pendulum-iql-finetune.yaml); not with --resume")
     p.add_argument("--from", dest="checkpoint", help="offline checkpoint directory (overrides the file's checkpoint)")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the stopped or killed fine-tuning job in RUN_DIR from its newest checkpoint (its "
+                   "replay included; --set may only change stop.*, checkpoint_interval, checkpoint_keep)")
+    p.add_argument("--record", metavar="DIR",
+                   help="write every online episode to DIR, a new episode dataset (validated by `offlinerl "
+                   "validate`; episodes running at the end are stored as truncated)")
+    p.add_argument("--overwrite", action="store_true", help=overwrite_help(target="the --record directory"))
     add_job_options(p, "online.online_fraction=0.25")
     p.set_defaults(func=run)
+
+
+def _usage(args: argparse.Namespace) -> str | None:
+    if (args.pipeline is None) == (args.resume is None):
+        return "give a PIPELINE file, or --resume RUN_DIR (not both)"
+    if args.resume and (args.output or args.checkpoint or args.record):
+        return "--resume continues in RUN_DIR itself, from its own checkpoint and recording; drop --output, --from, --record"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
+    from offlinerl.algorithms.checkpoint import CheckpointError
     from offlinerl.algorithms.config_io import ConfigError
     from offlinerl.algorithms.guards import NonFiniteLossError
-    from offlinerl.algorithms.online.config import load_finetune_pipeline
+    from offlinerl.algorithms.online.config import load_finetune_pipeline, load_finetune_run
     from offlinerl.algorithms.online.finetune import run_finetune
+    from offlinerl.episodes.atomic import OutputExistsError
+    from offlinerl.ray_utils import quiet_ray_data
 
+    problem = _usage(args)
+    if problem:
+        print(f"offlinerl finetune: {problem}", file=sys.stderr)
+        return 2
     try:
-        pipeline = load_finetune_pipeline(args.pipeline, args.overrides, checkpoint=args.checkpoint)
-        result = run_finetune(pipeline, run_dir=args.output, address=args.address, progress=not args.no_progress,
-                              skip_validation=args.skip_validation)
+        if args.resume:
+            pipeline, checkpoint = load_finetune_run(args.resume, args.overrides)
+        else:
+            pipeline, checkpoint = load_finetune_pipeline(args.pipeline, args.overrides, checkpoint=args.checkpoint), None
+            if args.record:
+                pipeline = dataclasses.replace(pipeline, record=args.record)
     except ConfigError as exc:
+        print(f"offlinerl finetune: {exc}", file=sys.stderr)
+        return 2
+    except (CheckpointError, ValueError) as exc:
+        print(f"offlinerl finetune: {exc}", file=sys.stderr)
+        return 1
+    quiet_ray_data()
+    try:
+        result = run_finetune(pipeline, run_dir=args.resume or args.output, resume_from=checkpoint,
+                              overwrite=args.overwrite, address=args.address, progress=not args.no_progress,
+                              skip_validation=args.skip_validation)
+    except (ConfigError, OutputExistsError) as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 2
     except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError, gym.error.Error) as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("offlinerl finetune: interrupted", file=sys.stderr)
+        return 130
     print(json.dumps(result, indent=2))
     return 0

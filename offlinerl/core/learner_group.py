@@ -70,6 +70,18 @@ class _LearnerWorker:
             raise RuntimeError("the learner has no data source: call LearnerGroup.set_sources first")
         return self.learner.run_updates(self.source, num_updates)
 
+    def _online_source(self) -> Any:
+        if not hasattr(self.source, "add_online"):
+            raise RuntimeError(f"the learner's batch source ({type(self.source).__name__}) takes no online experience; "
+                               "build the algorithm with an online config")
+        return self.source
+
+    def add_online(self, batch: Mapping[str, Any]) -> int:
+        return self._online_source().add_online(batch)
+
+    def restore_online(self, batch: Mapping[str, Any]) -> int:
+        return self._online_source().restore_online(batch)
+
     def update_from_batch(self, batch: Mapping[str, Any]) -> dict[str, float]:
         metrics = self.learner.update(to_tensors(batch, self.learner.device))
         return {k: float(v) for k, v in metrics.items()}
@@ -85,6 +97,12 @@ class _LearnerWorker:
 
     def get_weights(self) -> dict[str, torch.Tensor]:
         return self.learner.get_module_state()
+
+    def set_weights(self, weights: Mapping[str, torch.Tensor], strict: bool) -> list[str]:
+        unexpected = sorted(set(weights) - set(self.learner.module.state_dict()))
+        if not unexpected:
+            self.learner.module.load_state_dict(weights, strict=strict)
+        return unexpected
 
     def timestep(self) -> int:
         return self.learner.timestep
@@ -153,6 +171,21 @@ class LearnerGroup:
             raise ValueError(f"got {len(specs)} source specs for {self.num_shards} learner(s)")
         self._call("set_source", list(specs))
 
+    def _per_learner(self, method: str, shards: Sequence[Mapping[str, np.ndarray]]) -> int:
+        if len(shards) != self.num_shards:
+            raise ValueError(f"got {len(shards)} shards of online transitions for {self.num_shards} learner(s)")
+        return int(sum(self._call(method, list(shards))))
+
+    def add_online(self, shards: Sequence[Mapping[str, np.ndarray]]) -> int:
+        """Add shard ``i`` of online transitions to learner ``i``'s replay (one call each); returns the transitions
+        all replays hold."""
+        return self._per_learner("add_online", shards)
+
+    def restore_online(self, shards: Sequence[Mapping[str, np.ndarray]]) -> int:
+        """After ``set_state``: give learner ``i``'s replay its transitions back (``shards[i]``, oldest first);
+        returns the transitions all replays hold."""
+        return self._per_learner("restore_online", shards)
+
     def update(self, num_updates: int) -> dict[str, float]:
         """``num_updates`` updates on every learner (one call each); metrics averaged over learners."""
         return _mean_metrics(self._call("run_updates", same=(num_updates,)))
@@ -172,6 +205,11 @@ class LearnerGroup:
         import ray
 
         return ray.get(self._actors[0].get_weights.remote())
+
+    def set_weights(self, weights: Mapping[str, torch.Tensor], strict: bool = True) -> list[str]:
+        """Load module weights into every learner (``strict=False``: a subset may be given). Weights the module
+        has no place for load nowhere: their keys are returned (empty when everything loaded)."""
+        return self._call("set_weights", same=(dict(weights), strict))[0]
 
     def get_all_weights(self) -> list[dict[str, torch.Tensor]]:
         """Every learner's weights (to check that replicas agree)."""

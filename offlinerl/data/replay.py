@@ -1,22 +1,31 @@
 """Replay for off-policy fine-tuning: a FIFO buffer of online transitions and a
-batch source that mixes them with the offline dataset, at a fixed ratio or in
+batch source that mixes them with the offline data, at a fixed ratio or in
 proportion to how many transitions each side holds.
 
 Both hold column tensors (the train-batch keys of ``offlinerl.core.columns``)
 preallocated on the learner's device; drawing a batch is two ``randint``s and
 one gather per column — no Python per transition.
+
+The offline part of a mixed batch comes from the learner's own offline source:
+its in-memory arrays (sampled with the mixed source's generator, as before any
+other mode existed) or any batch source (streaming: the first rows of each of
+its batches). A checkpoint keeps the replay's counters and ring position here
+(``get_state``); its contents travel as episodes (``offlinerl.algorithms.checkpoint``)
+and come back through ``set_state(state, columns)`` in the same ring slots.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 import torch
 
+from offlinerl.core import columns as C
 from offlinerl.core.tensors import to_tensor, to_tensors
 
-__all__ = ["ReplayBuffer", "MixedBatchSource", "MIXING"]
+__all__ = ["ReplayBuffer", "MixedBatchSource", "MixedSpec", "MIXING"]
 
 #: How a mixed batch splits between online and offline transitions (``MixedBatchSource.mixing``).
 MIXING = ("fixed", "proportional")
@@ -52,15 +61,18 @@ class ReplayBuffer:
     def keys(self) -> list[str]:
         return list(self._columns)
 
+    def _allocate(self, batch: Columns) -> None:
+        for k, v in batch.items():
+            t = to_tensor(v, self.device)
+            self._columns[k] = torch.empty((self.capacity, *t.shape[1:]), dtype=t.dtype, device=self.device)
+
     def add(self, batch: Columns) -> None:
         """Append transitions (every call must bring the same columns)."""
         n = _num_rows(batch)
         if n == 0:
             return
         if not self._columns:
-            for k, v in batch.items():
-                t = to_tensor(v, self.device)
-                self._columns[k] = torch.empty((self.capacity, *t.shape[1:]), dtype=t.dtype, device=self.device)
+            self._allocate(batch)
         if set(batch) != set(self._columns):
             raise KeyError(f"replay columns are {sorted(self._columns)}, got {sorted(batch)}")
         if n > self.capacity:  # only the newest fit
@@ -78,7 +90,7 @@ class ReplayBuffer:
 
     @property
     def columns(self) -> dict[str, torch.Tensor]:
-        """The preallocated column tensors (rows ``[0, len)`` are filled)."""
+        """The preallocated column tensors (the ring: rows ``[0, len)`` are filled, in ring order)."""
         return self._columns
 
     def gather(self, idx: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -91,19 +103,59 @@ class ReplayBuffer:
         idx = torch.randint(self._size, (n,), generator=generator, device="cpu").to(self.device)
         return self.gather(idx)
 
-    def get_state(self) -> dict[str, Any]:
-        order = (torch.arange(self._size) + (self._next - self._size)) % self.capacity  # oldest first
-        return {
-            "capacity": self.capacity,
-            "columns": {k: v[order.to(self.device)].cpu() for k, v in self._columns.items()},
-            "num_added": self.num_added,
-        }
+    def _ring_order(self) -> torch.Tensor:
+        """Ring slot of each stored transition, oldest first."""
+        return (torch.arange(self._size) + (self._next - self._size)) % self.capacity
 
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        self._columns, self._next, self._size = {}, 0, 0
-        if state["columns"]:
-            self.add(state["columns"])
+    def contents(self) -> dict[str, torch.Tensor]:
+        """The stored transitions, oldest first (CPU tensors)."""
+        order = self._ring_order().to(self.device)
+        return {k: v[order].cpu() for k, v in self._columns.items()}
+
+    def get_state(self) -> dict[str, Any]:
+        """Counters and ring position; the transitions themselves are ``contents()``."""
+        return {"capacity": self.capacity, "next": self._next, "size": self._size, "num_added": self.num_added}
+
+    def set_state(self, state: Mapping[str, Any], columns: Columns | None = None) -> None:
+        """Restore counters and ring position, and fill the ring with ``columns``: transitions oldest first, at
+        least ``state["size"]`` of them (the newest ``size`` are kept), each back in the slot it had, so
+        sampling continues exactly. A state saved before the contents moved out of it holds them itself
+        (``columns``, oldest first) and is restored from those."""
+        if "columns" in state:  # an older state: the contents, oldest first, no ring position
+            self._columns, self._next, self._size = {}, 0, 0
+            if state["columns"]:
+                self.add(state["columns"])
+            self.num_added = int(state["num_added"])
+            return
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(f"the replay state has capacity {state['capacity']}, this buffer {self.capacity}")
+        size, nxt = int(state["size"]), int(state["next"])
+        self._columns = {}
+        if size:
+            if columns is None:
+                raise ValueError(f"the replay state holds {size} transitions: pass their columns")
+            n = _num_rows(columns)
+            if n < size:
+                raise ValueError(f"the replay held {size} transitions, {n} were given back")
+            newest = {k: v[n - size:] for k, v in columns.items()}
+            self._allocate(newest)
+            self._next, self._size = nxt, size
+            slots = self._ring_order().to(self.device)
+            for k, v in newest.items():
+                self._columns[k][slots] = to_tensor(v, self.device).to(self._columns[k].dtype)
+        self._next, self._size = nxt, size
         self.num_added = int(state["num_added"])
+
+
+def _single(batch: Mapping[str, Any], module_id: str | None) -> Mapping[str, torch.Tensor]:
+    """One module's columns out of a source's batch (``{module_id: columns}``, or the columns themselves)."""
+    if batch and all(isinstance(v, Mapping) for v in batch.values()):
+        if module_id is not None and module_id in batch:
+            return batch[module_id]
+        if len(batch) == 1:
+            return next(iter(batch.values()))
+        raise ValueError(f"the offline source gives modules {sorted(batch)}; mixing needs one module")
+    return batch
 
 
 class MixedBatchSource:
@@ -114,18 +166,23 @@ class MixedBatchSource:
     online buffer's share of all transitions, ``online / (online + offline)`` —
     as if both lived in one buffer (how IQL fine-tunes); it grows as experience
     comes in, so the first small online batches cannot dominate the updates.
-    While the online buffer is empty every transition is offline. Implements the
-    Learner's ``BatchSource`` protocol (``next_batch`` keyed by module id).
+    The rest come from ``offline``: arrays (every transition, held as tensors and
+    drawn uniformly with this source's generator) or a batch source (the first
+    rows of each of its batches, e.g. a streaming shard; ``num_offline`` then says
+    how many transitions it holds, for proportional mixing). While the online
+    buffer is empty every transition is offline. Implements the Learner's
+    ``BatchSource`` protocol (``next_batch`` keyed by module id).
     """
 
     def __init__(
         self,
-        offline: Columns,
+        offline: Columns | Any,
         online: ReplayBuffer,
         *,
         batch_size: int,
         online_fraction: float,
         mixing: str = "fixed",
+        num_offline: int | None = None,
         module_id: str | None = None,
         seed: int = 0,
     ) -> None:
@@ -136,10 +193,17 @@ class MixedBatchSource:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.online = online
-        self.offline = to_tensors(offline, online.device)
-        self._num_offline = _num_rows(self.offline) if self.offline else 0
-        if self._num_offline == 0:
-            raise ValueError("the offline transitions are empty (they also define the batch's columns)")
+        self.offline_source = offline if hasattr(offline, "next_batch") else None
+        self.offline: dict[str, torch.Tensor] = {}
+        if self.offline_source is None:
+            self.offline = to_tensors(offline, online.device)
+            self._num_offline = _num_rows(self.offline) if self.offline else 0
+            if self._num_offline == 0:
+                raise ValueError("the offline transitions are empty (they also define the batch's columns)")
+        else:
+            self._num_offline = num_offline
+            if mixing == "proportional" and not num_offline:
+                raise ValueError("proportional mixing with an offline batch source needs num_offline (its transitions)")
         self.batch_size = batch_size
         self.online_fraction = online_fraction
         self.mixing = mixing
@@ -147,6 +211,7 @@ class MixedBatchSource:
         self.generator = torch.Generator().manual_seed(seed)
         self._out: dict[str, torch.Tensor] | None = None
         self._idx: torch.Tensor | None = None
+        self._online_state: Mapping[str, Any] | None = None  # restored counters waiting for their contents
 
     def num_online(self) -> int:
         """Online transitions in the next batch."""
@@ -156,20 +221,49 @@ class MixedBatchSource:
         share = self.online_fraction if self.mixing == "fixed" else n / (n + self._num_offline)
         return int(round(share * self.batch_size))
 
+    def add_online(self, batch: Columns) -> int:
+        """Add online transitions; returns the transitions the replay holds."""
+        self.online.add(batch)
+        return len(self.online)
+
+    def restore_online(self, columns: Columns) -> int:
+        """Give the replay restored by ``set_state`` its transitions back (oldest first); returns how many it holds."""
+        if self._online_state is None:
+            raise RuntimeError("restore_online follows set_state (which restores the replay's counters)")
+        self.online.set_state(self._online_state, columns)
+        self._online_state = None
+        return len(self.online)
+
+    def _offline_batch(self, n_off: int) -> Mapping[str, torch.Tensor] | None:
+        if self.offline_source is None:
+            return None
+        if not n_off and self._out is not None:
+            return None
+        return _single(self.offline_source.next_batch(), self.module_id)
+
     def next_batch(self) -> dict[str, Any]:
         """One mixed batch, gathered into buffers reused across calls (no allocation per update)."""
+        if self._online_state is not None:
+            raise RuntimeError("the replay's transitions were not restored (LearnerGroup.restore_online)")
         n_on = self.num_online()
         n_off = self.batch_size - n_on
+        drawn = self._offline_batch(n_off)
         if self._out is None:
-            self._out = {k: torch.empty((self.batch_size, *v.shape[1:]), dtype=v.dtype, device=v.device)
-                         for k, v in self.offline.items()}
+            template = self.offline if drawn is None else drawn
+            self._out = {k: torch.empty((self.batch_size, *v.shape[1:]), dtype=v.dtype, device=self.online.device)
+                         for k, v in template.items()}
             self._idx = torch.empty(self.batch_size, dtype=torch.int64)
         out, idx = self._out, self._idx
-        if n_off:
+        if n_off and drawn is None:
             torch.randint(self._num_offline, (n_off,), generator=self.generator, out=idx[:n_off])
             off_idx = idx[:n_off].to(self.online.device)
             for k, v in self.offline.items():
                 torch.index_select(v, 0, off_idx, out=out[k][:n_off])
+        elif n_off:
+            if len(next(iter(drawn.values()))) < n_off:
+                raise ValueError(f"the offline source's batches are smaller than the {n_off} offline rows needed")
+            for k in out:
+                out[k][:n_off].copy_(drawn[k][:n_off])
         if n_on:
             torch.randint(len(self.online), (n_on,), generator=self.generator, out=idx[n_off:])
             on_idx = idx[n_off:].to(self.online.device)
@@ -182,8 +276,54 @@ class MixedBatchSource:
         return {self.module_id: out} if self.module_id is not None else out
 
     def get_state(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state(), "online": self.online.get_state()}
+        """The generator, the replay's counters and ring position, and the offline source's state."""
+        state = {"generator": self.generator.get_state(), "online": self.online.get_state()}
+        if self.offline_source is not None:
+            state["offline"] = self.offline_source.get_state()
+        return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:
+        """Restore the generator and offline source; a replay that held transitions waits for
+        ``restore_online`` (its contents are not part of this state)."""
         self.generator.set_state(state["generator"])
-        self.online.set_state(state["online"])
+        if self.offline_source is not None and state.get("offline") is not None:
+            self.offline_source.set_state(state["offline"])
+        online = state["online"]
+        if "columns" in online or not int(online.get("size", 0)):
+            self.online.set_state(online)
+            self._online_state = None
+        else:
+            self._online_state = dict(online)
+
+
+@dataclass
+class MixedSpec:
+    """Builds a learner's ``MixedBatchSource`` from its offline source spec (``OfflineData.source_specs``).
+
+    In-memory offline data (``InMemorySpec``) is mixed from its arrays, with the
+    mixed source's generator; any other spec (e.g. ``StreamingSpec``) is built
+    into a batch source whose batches give the offline rows.
+    """
+
+    offline: Any
+    """The learner's offline source spec."""
+    capacity: int
+    """Online transitions this learner's replay keeps."""
+    batch_size: int
+    """Transitions per batch."""
+    online_fraction: float
+    """Share of each batch from the replay."""
+    seed: int
+    """Seed of the mixing generator."""
+    mixing: str = "fixed"
+    """``fixed`` or ``proportional`` (``MixedBatchSource``)."""
+    num_offline: int | None = None
+    """Offline transitions of this learner's shard when they are not arrays (streaming), for proportional mixing."""
+
+    def build(self, device: torch.device) -> MixedBatchSource:
+        from offlinerl.data.sources import InMemorySpec
+
+        offline = self.offline.resolve_arrays() if isinstance(self.offline, InMemorySpec) else self.offline.build(device)
+        return MixedBatchSource(offline, ReplayBuffer(self.capacity, device), batch_size=self.batch_size,
+                                online_fraction=self.online_fraction, mixing=self.mixing, num_offline=self.num_offline,
+                                module_id=C.DEFAULT_MODULE_ID, seed=self.seed)

@@ -161,13 +161,17 @@ class InMemorySpec:
     batch_size: int
     seed: int
 
-    def build(self, device: torch.device) -> InMemorySource:
+    def resolve_arrays(self) -> Mapping[str, Any]:
+        """The arrays (fetched from the object store if they were put there)."""
         arrays = self.arrays
         if type(arrays).__name__ == "ObjectRef":
             import ray
 
             arrays = ray.get(arrays)
-        return InMemorySource(arrays, self.batch_size, self.seed, device)
+        return arrays
+
+    def build(self, device: torch.device) -> InMemorySource:
+        return InMemorySource(self.resolve_arrays(), self.batch_size, self.seed, device)
 
 
 class MultiModuleInMemorySource:

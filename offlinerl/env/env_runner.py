@@ -10,6 +10,15 @@ first observation of a new episode, so it starts a recorder and is never
 recorded as a transition. In ``same_step`` mode the last observation comes
 from ``infos["final_obs"]``. ``terminated`` and ``truncated`` are copied from
 the env exactly.
+
+A seeded runner also owns the random stream its policy samples actions from
+(``forward_exploration``): seeded at every seeded ``reset`` and kept apart from
+the process's global torch stream (an in-process learner's), so what a runner
+does depends only on its seeds and the weights it was sent. ``sample(...,
+episode_seed=s)`` starts new episodes from ``s`` whenever the runner has none in
+progress: an online job passes a seed derived from its iteration, so a job
+resumed from a checkpoint at an episode boundary samples what the uninterrupted
+job sampled.
 """
 
 from __future__ import annotations
@@ -88,6 +97,7 @@ class EnvRunner:
             self.observation_space, self.action_space
         )
         self._rng = np.random.default_rng(None if self._seed is None else self._seed + 7)
+        self._torch_rng: torch.Tensor | None = None  # the policy's sampling stream, once seeded
         self.weights_seq_no = 0
         self._run_id = uuid.uuid4().hex[:12]
         self._next_ticket = 0
@@ -135,6 +145,7 @@ class EnvRunner:
         self._seeded = True
         if seed is not None:
             self._rng = np.random.default_rng(seed + 7)
+            self._torch_rng = torch.Generator().manual_seed(seed + 11).get_state()
         obs, _ = self.env.reset(seed=seed)
         self._obs = obs
         self._recorders = [self._start(i, obs) for i in range(self.config.num_envs)]
@@ -146,6 +157,7 @@ class EnvRunner:
         num_timesteps: int | None = None,
         num_episodes: int | None = None,
         explore: bool | None = None,
+        episode_seed: int | None = None,
     ) -> list[SingleAgentEpisode]:
         """Step the envs and return episodes, continuing running episodes across calls.
 
@@ -156,15 +168,17 @@ class EnvRunner:
         first N to *finish* would favour short episodes. Switching ``explore``
         between calls resets the envs: episodes not yet returned are dropped,
         so no episode (and no call's result) mixes the two ways of acting.
+        ``episode_seed``: if no episode is in progress (``idle``), first reset the
+        envs with a seed derived from it, this runner's index and its incarnation.
         """
         if (num_timesteps is None) == (num_episodes is None):
             raise ValueError("pass exactly one of num_timesteps or num_episodes")
         if num_episodes == 0 or num_timesteps == 0:
             return []
         explore = self.config.explore if explore is None else explore
-        if self._obs is None or explore != self._explore:
+        if self._obs is None or explore != self._explore or (episode_seed is not None and self.idle):
             # Episodes never mix the two modes: their extra columns (action_logp, ...) differ.
-            self.reset()
+            self.reset(None if episode_seed is None else self._derived_seed(episode_seed))
             self._explore = explore
         if num_timesteps is not None:
             steps = 0
@@ -181,6 +195,15 @@ class EnvRunner:
         out = [ep for _, ep in self._completed[:num_episodes]]
         self._completed = self._completed[num_episodes:]
         return out
+
+    @property
+    def idle(self) -> bool:
+        """No episode in progress: never sampled, or every sub-env's episode has ended."""
+        return self._obs is None or all(rec is None or len(rec) == 0 for rec in self._recorders)
+
+    def _derived_seed(self, episode_seed: int) -> int:
+        words = [episode_seed, self.worker_index, self.incarnation]
+        return int(np.random.SeedSequence(words).generate_state(1)[0])
 
     def _first_n_done(self, n: int) -> bool:
         if len(self._completed) < n:
@@ -211,7 +234,13 @@ class EnvRunner:
     def _act(self, obs: Any, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         batch = self.env_to_module({OBS: obs}, None, {})
         batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
-        fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
+        if self._torch_rng is None:
+            fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
+        else:
+            with torch.random.fork_rng(devices=[]):  # the runner's own stream; the process's is left as it was
+                torch.set_rng_state(self._torch_rng)
+                fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
+                self._torch_rng = torch.get_rng_state()
         out = self.module_to_env(dict(fwd), None, {})
         out = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
         actions = out["actions"]

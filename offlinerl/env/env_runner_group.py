@@ -134,12 +134,17 @@ class EnvRunnerGroup:
         num_timesteps: int | None = None,
         num_episodes: int | None = None,
         explore: bool | None = None,
+        episode_seed: int | None = None,
     ) -> list[SingleAgentEpisode]:
-        """Episodes from all runners (the budget is split across them), in runner order."""
+        """Episodes from all runners (the budget is split across them), in runner order.
+
+        ``episode_seed``: a runner with no episode in progress first resets its envs with a seed derived from
+        it and the runner's index (``EnvRunner.sample``)."""
         if (num_timesteps is None) == (num_episodes is None):
             raise ValueError("pass exactly one of num_timesteps or num_episodes")
         if self.local is not None:
-            episodes = self.local.sample(num_timesteps=num_timesteps, num_episodes=num_episodes, explore=explore)
+            episodes = self.local.sample(num_timesteps=num_timesteps, num_episodes=num_episodes, explore=explore,
+                                         episode_seed=episode_seed)
             self._collect_metrics([self.local.get_metrics()])
             return episodes
         n = len(self._actors)
@@ -147,7 +152,8 @@ class EnvRunnerGroup:
             shares = [{"num_timesteps": math.ceil(num_timesteps / n)}] * n
         else:
             shares = [{"num_episodes": k} if k else None for k in _split(num_episodes, n)]
-        args = [((), {**(s or {"num_episodes": 0}), "explore": explore}) for s in shares]
+        args = [((), {**(s or {"num_episodes": 0}), "explore": explore, "episode_seed": episode_seed})
+                for s in shares]
         results = self._call_all("sample_and_metrics", args)
         self._collect_metrics([m for _, m in results])
         return [ep for eps, _ in results for ep in eps]

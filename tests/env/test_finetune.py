@@ -123,3 +123,53 @@ def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_p
     assert [line["iteration"] for line in lines] == [0, 1, 1]  # initial evaluation, the iteration, final evaluation
     assert lines[1]["perf/iteration_s"] > 0 and lines[-1]["eval/return_mean"] == result["final_eval_return"]
     assert (run / "tensorboard").is_dir() and (run / "checkpoints" / "final").is_dir()
+
+
+def test_record_writes_the_online_episodes_as_a_dataset_that_validates(bc_checkpoint, tmp_path, capsys):
+    """``--record DIR``: a new dataset (validated by ``offlinerl validate``); an existing one is replaced only
+    with ``--overwrite``, an input of the job never; both checked before the job starts."""
+    pipeline_file = tmp_path / "ft.yaml"
+    pipeline_file.write_text(
+        "config: {updates_per_iteration: 5, evaluation: {interval: 0, episodes: 2}}\n"
+        "online: {env_steps_per_iteration: 60, num_envs: 2}\n"
+        "stop: {iterations: 2}\n"
+    )
+
+    def finetune(run: str, *extra: str) -> int:
+        return main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / run),
+                     "--no-progress", *extra])
+
+    recorded = tmp_path / "recorded"
+    assert finetune("run", "--record", str(recorded)) == 0
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["online_episodes"] == str(recorded) and not (tmp_path / "run" / "online-episodes").exists()
+    capsys.readouterr()
+    assert main(["validate", str(recorded)]) == 0
+    info = read_info(recorded)
+    assert info.num_steps == result["env_steps"] and info.provenance["collector"] == "offlinerl finetune"
+    assert info.provenance["iterations"] == 2 and "weights_seq_no" in info.extra_columns
+
+    before = (recorded / "dataset.json").read_text()
+    assert finetune("again", "--record", str(recorded)) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert not (tmp_path / "again").exists() and (recorded / "dataset.json").read_text() == before
+    assert finetune("input", "--record", str(bc_checkpoint), "--overwrite") == 2
+    assert "input" in capsys.readouterr().err and (bc_checkpoint / "algorithm.json").is_file()
+    assert finetune("replaced", "--record", str(recorded), "--overwrite") == 0
+    assert (recorded / "dataset.json").read_text() != before and validate_dataset(recorded).ok
+
+
+def test_finetune_resume_refuses_what_would_change_the_job(tmp_path, capsys):
+    """``--resume`` follows ``train --resume``'s rules (``run_dir.read_run``); nothing runs when they are broken."""
+    assert main(["finetune", "--resume", str(tmp_path), "--no-progress"]) == 1
+    assert "not a run directory" in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("checkpoint: ckpt\nstop: {iterations: 2}\n")
+    assert main(["finetune", "--resume", str(run), "--set", "online.online_fraction=0.1"]) == 2
+    assert "only stop.*" in capsys.readouterr().err
+    assert main(["finetune", "--resume", str(run), "--set", "stop.iterations=4"]) == 1
+    assert "no checkpoint to resume from" in capsys.readouterr().err
+    for extra in (["--from", "x"], ["--record", "x"], ["-o", "x"]):
+        assert main(["finetune", "--resume", str(run), *extra]) == 2
+        assert "--resume continues in RUN_DIR itself" in capsys.readouterr().err

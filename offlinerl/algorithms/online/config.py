@@ -5,7 +5,11 @@ settings, stop conditions and an output directory::
     config: {updates_per_iteration: 500}
     online: {env_steps_per_iteration: 1000, online_fraction: 0.5}
     stop: {iterations: 10}
+    checkpoint_interval: 1                                   # what --resume continues from
     output: runs
+
+``OnlineConfig`` is what an ``Algorithm`` needs to own online experience
+(``Algorithm(..., online=OnlineConfig(...))``); the pipeline adds the job around it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import Any
 
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file
 from offlinerl.algorithms.job import StopConfig
+from offlinerl.algorithms.run_dir import read_run
 from offlinerl.data.replay import MIXING
 
-__all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline"]
+__all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline", "load_finetune_run"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +38,8 @@ class OnlineConfig:
     """EnvRunner Ray actors sampling experience (0 = in this process)."""
     num_envs: int = 1
     """Vector-env width per runner."""
+    num_cpus_per_env_runner: float = 1.0
+    """CPUs each EnvRunner actor (sampling or evaluation) reserves; fractions share a CPU."""
     env_steps_per_iteration: int = 1000
     """Env steps sampled before each iteration's updates."""
     online_fraction: float = 0.5
@@ -41,7 +48,7 @@ class OnlineConfig:
     """``fixed``: ``online_fraction`` of every batch is online; ``proportional``: the online share is the online
     transitions' share of all (offline + online) transitions, as one buffer would give (IQL's fine-tuning)."""
     replay_capacity: int = 200_000
-    """Online transitions kept (oldest dropped first)."""
+    """Online transitions kept (oldest dropped first), over all learners: each keeps its share of them."""
     explore: bool = True
     """Act with ``forward_exploration`` (sampled actions) when gathering experience."""
     algorithm: str | None = None
@@ -49,13 +56,17 @@ class OnlineConfig:
     num_eval_env_runners: int = 0
     """EnvRunner actors for evaluation (0 = in this process)."""
     save_online_episodes: bool = True
-    """Write every online episode to ``<run>/online-episodes`` (an episode dataset)."""
+    """``offlinerl finetune`` without ``--record``: write every online episode to ``<run>/online-episodes``."""
 
     def __post_init__(self) -> None:
         if self.num_env_runners < 0:
             raise ConfigError(f"online.num_env_runners: must be >= 0, got {self.num_env_runners}")
         if self.num_envs < 1:
             raise ConfigError(f"online.num_envs: must be >= 1, got {self.num_envs}")
+        if self.num_eval_env_runners < 0:
+            raise ConfigError(f"online.num_eval_env_runners: must be >= 0, got {self.num_eval_env_runners}")
+        if self.num_cpus_per_env_runner <= 0:
+            raise ConfigError(f"online.num_cpus_per_env_runner: must be positive, got {self.num_cpus_per_env_runner}")
         if self.env_steps_per_iteration < 1:
             raise ConfigError(f"online.env_steps_per_iteration: must be >= 1, got {self.env_steps_per_iteration}")
         if not 0.0 <= self.online_fraction <= 1.0:
@@ -84,6 +95,19 @@ class FinetunePipeline:
     """Parent directory of run directories."""
     name: str | None = None
     """Run name prefix (default: the pipeline file's name)."""
+    checkpoint_interval: int = 0
+    """Also checkpoint every this many iterations, replay included (0 = only the final checkpoint); ``--resume``
+    continues from the newest."""
+    checkpoint_keep: int = 0
+    """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
+    record: str | None = None
+    """Write the online episodes to this new episode dataset (``--record``); None = ``<run>/online-episodes`` if
+    ``online.save_online_episodes``."""
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_interval", "checkpoint_keep"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
 
 
 def load_finetune_pipeline(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetunePipeline:
@@ -97,3 +121,14 @@ def load_finetune_pipeline(path: str | Path, overrides: list[str] = (), checkpoi
     if not pipeline.checkpoint:
         raise ConfigError(f"{path}: no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
     return pipeline
+
+
+#: Keys ``run_finetune`` writes into a run's config.yaml beside the pipeline's own.
+RUN_INFO_KEYS = ("algorithm", "resolved_config")
+
+
+def load_finetune_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[FinetunePipeline, Path]:
+    """``(pipeline, checkpoint)`` to resume the fine-tuning job in ``run_dir`` from its newest checkpoint."""
+    data, checkpoint = read_run(run_dir, overrides)
+    pipeline = from_dict(FinetunePipeline, {k: v for k, v in data.items() if k not in RUN_INFO_KEYS})
+    return pipeline, checkpoint

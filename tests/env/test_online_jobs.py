@@ -1,0 +1,192 @@
+"""Online jobs on every scale axis and across a kill: 2 remote learners x 2 env runners on streaming offline
+data behave like one in-process learner; a fine-tune killed with SIGKILL resumes from its newest checkpoint
+(replay included) and ends exactly where the uninterrupted job ends; checkpoints keep the replay as a valid
+episode dataset; the recording validates."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.algorithms.checkpoint import load_checkpoint
+from offlinerl.algorithms.config_io import from_dict
+from offlinerl.algorithms.iql import IQLConfig
+from offlinerl.algorithms.online.config import FinetunePipeline, OnlineConfig
+from offlinerl.algorithms.online.finetune import run_finetune
+from offlinerl.cli import main
+from offlinerl.episodes import load_episodes
+from offlinerl.episodes.validate import validate_dataset
+from tests.datagen import make_dataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pendulum_iql(ray_session, tmp_path_factory):
+    """A short IQL pretraining on 20 scripted Pendulum episodes (4000 steps), evaluated and saved."""
+    root = tmp_path_factory.mktemp("online")
+    data = make_dataset(root / "pendulum", env_id="Pendulum-v1", episodes=20, eps=0.3)
+    config = IQLConfig.from_dict({"seed": 0, "updates_per_iteration": 50, "train_batch_size": 64,
+                                  "model": {"hidden": [32, 32]}, "normalize_observations": True,
+                                  "evaluation": {"episodes": 2, "seed": 100}})
+    algo = Algorithm("iql", config, data)
+    algo.train()
+    algo.save_checkpoint(root / "ckpt")
+    algo.stop()
+    return root / "ckpt"
+
+
+def _pipeline(checkpoint: Path, config: dict | None = None, online: dict | None = None, **extra) -> FinetunePipeline:
+    return from_dict(FinetunePipeline, {
+        "checkpoint": str(checkpoint),
+        "config": {"updates_per_iteration": 10, "evaluation": {"episodes": 4, "seed": 100}, **(config or {})},
+        "online": {"env_steps_per_iteration": 400, "num_envs": 2, "online_fraction": 0.5, **(online or {})},
+        "stop": {"iterations": 2}, **extra,
+    })
+
+
+def test_two_remote_learners_two_runners_and_streaming_data_behave_like_one_learner(pendulum_iql, tmp_path):
+    """The same fine-tune with one in-process learner (in-memory data, in-process runner), and with 2 DDP
+    learners (each its own streaming shard and its own replay) fed by 2 EnvRunner actors."""
+    quiet = lambda s: None  # noqa: E731
+    one = run_finetune(_pipeline(pendulum_iql), run_dir=tmp_path / "one", progress=False, log=quiet)
+    scaled = _pipeline(
+        pendulum_iql,
+        config={"num_learners": 2, "num_cpus_per_learner": 0.25, "data": {"mode": "streaming", "shuffle_buffer_size": 1000}},
+        online={"num_env_runners": 2, "num_cpus_per_env_runner": 0.25},
+        record=str(tmp_path / "recorded"),
+    )
+    two = run_finetune(scaled, run_dir=tmp_path / "two", progress=False, log=quiet)
+
+    assert (two["iterations"], two["updates"], two["env_steps"]) == (one["iterations"], one["updates"], one["env_steps"])
+    assert two["initial_eval_return"] == one["initial_eval_return"]  # the same checkpoint, the same evaluation
+    state = torch.load(Path(two["checkpoint"]) / "learner_group.pt", weights_only=True)
+    first, second = (s["learner"]["module"] for s in state["learners"])
+    for key in first:
+        assert torch.equal(first[key], second[key]), key  # DDP replicas identical, bit for bit
+    sizes = [s["source"]["online"]["size"] for s in state["learners"]]
+    assert sizes == [two["env_steps"] // 2] * 2  # each learner's replay holds its half of the online steps
+    episodes = load_episodes(two["online_episodes"])
+    assert {("-w1-" in e.id, "-w2-" in e.id) for e in episodes} == {(True, False), (False, True)}  # both runners
+    assert validate_dataset(two["online_episodes"]).ok
+    # Within noise of the one-learner run: 20 updates barely move either policy from where both started.
+    scale = abs(one["initial_eval_return"])
+    assert abs(two["final_eval_return"] - one["final_eval_return"]) < 0.05 * scale, (one["curve"], two["curve"])
+    lines = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["online/replay_size"] == two["env_steps"] and lines[-1]["online/weights_seq_no"] == 2
+
+
+def _finetune_file(tmp_path: Path, checkpoint: Path) -> Path:
+    """Pendulum-v1: 200-step episodes, 200 env steps per iteration, one env: iterations end on episode
+    boundaries. A replay of 300 transitions wraps, so its ring position must come back too."""
+    spec = {"checkpoint": str(checkpoint),
+            "config": {"updates_per_iteration": 10, "evaluation": {"episodes": 2, "seed": 100, "interval": 2}},
+            "online": {"env_steps_per_iteration": 200, "num_envs": 1, "online_fraction": 0.5, "replay_capacity": 300},
+            "stop": {"iterations": 6}, "checkpoint_interval": 1}
+    path = tmp_path / "finetune.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _comparable(run: Path) -> list[dict]:
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith(("perf/", "time/"))} for r in lines]
+
+
+def test_kill_9_then_finetune_resume_equals_the_uninterrupted_job(pendulum_iql, tmp_path, capsys):
+    import ray
+
+    job = _finetune_file(tmp_path, pendulum_iql)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert main(["finetune", str(job), "-o", str(whole), "--record", str(tmp_path / "whole-episodes"),
+                 "--no-progress"]) == 0
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offlinerl", "finetune", str(job), "-o", str(killed), "--no-progress",
+         "--record", str(tmp_path / "killed-episodes"), "--address", ray.get_runtime_context().gcs_address],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+    )
+    deadline = time.time() + 300
+    while not (killed / "checkpoints" / "iter-000003").exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.time() < deadline, "the job wrote no checkpoint in time"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "checkpoints" / "final").exists(), "killed too late: the job had finished"
+    assert not (tmp_path / "killed-episodes").exists()
+    capsys.readouterr()
+
+    assert main(["finetune", "--resume", str(killed), "--no-progress"]) == 0
+    assert "resuming" in capsys.readouterr().out
+    assert _comparable(killed) == _comparable(whole)
+    a = json.loads((whole / "result.json").read_text())
+    b = json.loads((killed / "result.json").read_text())
+    for key in ("initial_eval_return", "final_eval_return", "updates", "env_steps", "curve"):
+        assert a[key] == b[key], key
+    wa = torch.load(whole / "checkpoints" / "final" / "learner_group.pt", weights_only=True)["learners"][0]
+    wb = torch.load(killed / "checkpoints" / "final" / "learner_group.pt", weights_only=True)["learners"][0]
+    for key, value in wa["learner"]["module"].items():
+        assert torch.equal(value, wb["learner"]["module"][key]), key
+    assert wa["source"]["online"] == wb["source"]["online"] == {"capacity": 300, "next": 0, "size": 300,
+                                                                 "num_added": 1200}
+    # The recording holds every step once, the resumed part included: the same steps as the whole job's.
+    ea, eb = load_episodes(a["online_episodes"]), load_episodes(b["online_episodes"])
+    assert validate_dataset(b["online_episodes"]).ok
+    for column in ("obs", "actions", "rewards"):
+        np.testing.assert_array_equal(np.concatenate([getattr(e, column) for e in ea]),
+                                      np.concatenate([getattr(e, column) for e in eb]))
+
+
+def test_a_checkpoint_keeps_the_replay_as_a_valid_dataset_and_restores_it_mid_episode(pendulum_iql, tmp_path):
+    """150 env steps per iteration: checkpoints fall inside episodes. The replay's episodes still form a valid
+    dataset (chunk indices renumbered), and a restored job writes the same replay and learner state again."""
+    online = OnlineConfig(env_steps_per_iteration=150, num_envs=1, replay_capacity=250)
+    algo = Algorithm.from_checkpoint(pendulum_iql, online=online, resume=False,
+                                     overrides={"updates_per_iteration": 5, "evaluation": {"interval": 0}})
+    for _ in range(3):
+        algo.train()
+    first = algo.save_checkpoint(tmp_path / "a")
+    algo.stop()
+    assert validate_dataset(first / "replay").ok
+    ckpt = load_checkpoint(first)
+    assert (ckpt.meta["env_steps"], ckpt.meta["weights_seq_no"], ckpt.meta["iteration"]) == (450, 3, 3)
+    replay = ckpt.replay_episodes()
+    assert replay.iterations == [2, 3]  # the oldest add left the 250-transition replay entirely
+    again = Algorithm.from_checkpoint(first, online=online)
+    assert (again.env_steps, again.weights_seq_no, again.iteration) == (450, 3, 3)
+    second = again.save_checkpoint(tmp_path / "b")
+    again.stop()
+    sa, sb = (torch.load(p / "learner_group.pt", weights_only=True) for p in (first, second))
+    assert sa["learners"][0]["source"]["online"] == sb["learners"][0]["source"]["online"]
+    assert torch.equal(sa["learners"][0]["source"]["generator"], sb["learners"][0]["source"]["generator"])
+    ra, rb = replay, load_checkpoint(second).replay_episodes()
+    assert [len(g) for g in ra.groups] == [len(g) for g in rb.groups]
+    for x, y in zip([e for g in ra.groups for e in g], [e for g in rb.groups for e in g]):
+        assert (x.id, x.chunk_index, x.t_start) == (y.id, y.chunk_index, y.t_start)
+        np.testing.assert_array_equal(x.obs, y.obs)
+    # The replay is checked like the tensors file: a modified part is refused, never used.
+    from offlinerl.algorithms.checkpoint import CheckpointError
+
+    part = next((second / "replay").glob("*.parquet"))
+    part.write_bytes(part.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(CheckpointError, match="sha256"):
+        load_checkpoint(second).replay_episodes()
+
+
+def test_resuming_an_offline_checkpoint_as_an_online_job_is_refused(pendulum_iql):
+    from offlinerl.algorithms.checkpoint import CheckpointError
+
+    with pytest.raises(CheckpointError, match="holds no online replay"):
+        Algorithm.from_checkpoint(pendulum_iql, online=OnlineConfig(env_steps_per_iteration=10))
