@@ -6,11 +6,6 @@ episode dataset; the recording validates."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +23,8 @@ from offlinerl.cli import main
 from offlinerl.episodes import load_episodes
 from offlinerl.episodes.validate import validate_dataset
 from tests.datagen import make_dataset
+from tests.processes import kill_once_written
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -105,26 +100,14 @@ def _comparable(run: Path) -> list[dict]:
 
 
 def test_kill_9_then_finetune_resume_equals_the_uninterrupted_job(pendulum_iql, tmp_path, capsys):
-    import ray
 
     job = _finetune_file(tmp_path, pendulum_iql)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main(["finetune", str(job), "-o", str(whole), "--record", str(tmp_path / "whole-episodes"),
                  "--no-progress"]) == 0
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "offlinerl", "finetune", str(job), "-o", str(killed), "--no-progress",
-         "--record", str(tmp_path / "killed-episodes"), "--address", ray.get_runtime_context().gcs_address],
-        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
-    )
-    deadline = time.time() + 300
-    while not (killed / "checkpoints" / "iter-000003").exists():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.time() < deadline, "the job wrote no checkpoint in time"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (killed / "checkpoints" / "final").exists(), "killed too late: the job had finished"
+    kill_once_written(["finetune", str(job), "-o", str(killed), "--record", str(tmp_path / "killed-episodes")],
+                      killed / "checkpoints" / "iter-000003")
     assert not (tmp_path / "killed-episodes").exists()
     capsys.readouterr()
 

@@ -4,10 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,8 +14,8 @@ import yaml
 
 from offlinerl.cli import main
 from tests.datagen import make_dataset
+from tests.processes import kill_once_written
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 class _BrokenStepCartPole(CartPoleEnv):
@@ -110,27 +106,13 @@ def test_resume_refuses_what_would_change_the_job(ray_session, dataset, tmp_path
 def test_kill_9_then_resume_equals_the_uninterrupted_job(ray_session, dataset, tmp_path, capsys):
     """A job killed at a random point (mid-iteration or mid-checkpoint) resumes from its newest checkpoint
     and ends with exactly the metrics and weights of a job that was never interrupted (in-memory data)."""
-    import ray
 
     job = _job(tmp_path, dataset, stop={"iterations": 60})
     whole = tmp_path / "whole"
     assert _train(capsys, job, "-o", whole)[0] == 0
 
     killed = tmp_path / "killed"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "offlinerl", "train", str(job), "-o", str(killed), "--no-progress",
-         "--address", ray.get_runtime_context().gcs_address],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
-    )
-    deadline = time.time() + 240
-    while not (killed / "checkpoints" / "iter-000003").exists():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.time() < deadline, "the job wrote no checkpoint in time"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert not (killed / "checkpoints" / "final").exists(), "killed too late: the job had finished"
+    kill_once_written(["train", str(job), "-o", str(killed)], killed / "checkpoints" / "iter-000003", timeout=240)
 
     code, out = _train(capsys, "--resume", killed)
     assert code == 0 and "resuming" in out

@@ -1,0 +1,31 @@
+"""Running an ``offlinerl`` command in a child process and killing it at a chosen point (kill -9 tests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def kill_once_written(argv: list[str], marker: Path, timeout: float = 300) -> None:
+    """Run ``python -m offlinerl ARGV`` (joining the test session's Ray), SIGKILL it as soon as ``marker`` exists
+    (e.g. a periodic checkpoint), and check that it had not finished: no ``checkpoints/final`` beside ``marker``."""
+    import ray
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offlinerl", *argv, "--no-progress", "--address", ray.get_runtime_context().gcs_address],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+    )
+    deadline = time.time() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.time() < deadline, f"the job wrote no {marker.name} in time"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (marker.parent / "final").exists(), "killed too late: the job had finished"
