@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["init_ray", "quiet_ray_data"]
+__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids"]
 
 
 def quiet_ray_data() -> None:
@@ -56,3 +56,22 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if quiet:
         quiet_ray_data()
         ray.data.DataContext.get_current().enable_progress_bars = False
+
+
+def node_id() -> str | None:
+    """The id (hex) of the Ray node this code runs on: in a task or actor, the node that runs it; in a
+    driver, the node it joined. None when Ray is not initialised in this process."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+def cluster_node_ids() -> list[str]:
+    """The ids of the cluster's alive nodes (sorted); ``[]`` when Ray is not initialised."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
