@@ -29,8 +29,8 @@ try:
 except FileNotFoundError as exc:
     NO_RAY_START = str(exc)
 
-# About 75 s on a 2-core machine (cluster start 10 s, convert 16 s, validate 8 s, train 38 s, stop 2 s); slower
-# when other jobs load the machine. `slow`: still run in CI (make test), deselectable with -m "not slow".
+# Measured on a 2-core machine: 57 s when quiet (start 9 s, the three commands 45 s, stop 2 s), 75 s at load
+# average 4, 4 min at 10-25. `slow`: still run in CI (make test), deselectable with -m "not slow".
 pytestmark = [pytest.mark.skipif(NO_RAY_START is not None, reason=f"`ray start` is not available: {NO_RAY_START}"),
               pytest.mark.slow, pytest.mark.timeout(900)]
 
