@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-__all__ = ["init_ray", "quiet_ray_data"]
+__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids"]
 
 
 def quiet_ray_data() -> None:
@@ -24,6 +24,26 @@ def quiet_ray_data() -> None:
 def _token_auth_default_notice(record: logging.LogRecord) -> bool:
     """False for Ray's notice that a new local cluster uses token authentication by default."""
     return not record.getMessage().startswith("Token authentication is enabled for this Ray cluster")
+
+
+def _auth_refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is the cluster refusing this client's token."""
+    from ray.exceptions import AuthenticationError
+
+    while exc is not None:
+        if isinstance(exc, AuthenticationError) or "InvalidAuthToken" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _auth_help(address: str) -> str:
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return (f"the Ray cluster at {address} refused this client's token: give it the cluster's token (in "
+                "~/.ray/auth_token, $RAY_AUTH_TOKEN_PATH or $RAY_AUTH_TOKEN; docs/training.md, 'Ray authentication')")
+    return (f"the Ray cluster at {address} uses token authentication and this client sent no token: set "
+            "RAY_AUTH_MODE=token (with the cluster's token in ~/.ray/auth_token, $RAY_AUTH_TOKEN_PATH or "
+            "$RAY_AUTH_TOKEN; docs/training.md, 'Ray authentication')")
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
@@ -45,7 +65,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if quiet:
         kwargs["logging_level"] = logging.WARNING
     if address:
-        ray.init(address=address, **kwargs)
+        try:
+            ray.init(address=address, **kwargs)
+        except (ConnectionError, RuntimeError) as exc:
+            if not _auth_refused(exc):
+                raise
+            raise ConnectionError(_auth_help(address)) from exc
     else:
         auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
         auth_log.addFilter(_token_auth_default_notice)
@@ -56,3 +81,22 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if quiet:
         quiet_ray_data()
         ray.data.DataContext.get_current().enable_progress_bars = False
+
+
+def node_id() -> str | None:
+    """The id (hex) of the Ray node this code runs on: in a task or actor, the node that runs it; in a
+    driver, the node it joined. None when Ray is not initialised in this process."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_node_id()
+
+
+def cluster_node_ids() -> list[str]:
+    """The ids of the cluster's alive nodes (sorted); ``[]`` when Ray is not initialised."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    return sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))

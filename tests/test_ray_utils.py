@@ -26,3 +26,25 @@ def test_only_rays_default_token_auth_notice_is_dropped():
         logger.removeFilter(_token_auth_default_notice)
         logger.removeHandler(handler)
     assert len(seen) == 1 and seen[0].startswith("Token authentication is disabled")
+
+
+def test_joining_a_token_cluster_without_the_token_says_what_to_set(monkeypatch):
+    """Ray's own error (a ConnectionError, raised from a RuntimeError, raised from the AuthenticationError) is
+    recognised through the chain and replaced by one line naming the fix; other connection errors are not."""
+    from ray.exceptions import AuthenticationError
+
+    from offlinerl.ray_utils import _auth_help, _auth_refused
+
+    try:
+        try:
+            raise AuthenticationError("RPC error: InvalidAuthToken: Authentication token is missing or incorrect")
+        except AuthenticationError as auth:
+            raise RuntimeError("Failed to connect to GCS") from auth
+    except RuntimeError as gcs:
+        refused = ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+        refused.__cause__ = gcs
+    assert _auth_refused(refused) and not _auth_refused(ConnectionError("Failed to connect to Ray cluster"))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert "set RAY_AUTH_MODE=token" in _auth_help("10.0.0.1:6379")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert "refused this client's token" in _auth_help("10.0.0.1:6379")

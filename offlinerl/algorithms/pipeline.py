@@ -11,7 +11,8 @@ evaluation env and episodes), the stop conditions and the output directory::
 
 ``run_pipeline`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
 ``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
-``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``selection`` when
+``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``ray_nodes``: where the
+learners and the validation tasks ran; and ``selection`` when
 ``config.evaluation.ope`` selects a checkpoint by OPE on ``config.data.holdout``:
 ``offlinerl.algorithms.selection``). The training loop
 itself is the one job loop, ``offlinerl.algorithms.job.run_job`` (shared with
@@ -147,6 +148,15 @@ def _why_no_env(algo: Algorithm) -> str:
     return "the dataset names no env and the pipeline sets no evaluation.env"
 
 
+def _ray_nodes(algo: Algorithm, validation: Any) -> dict[str, Any]:
+    """Where the job ran (Ray node ids): the cluster's alive nodes, the driver's, each learner's by rank
+    (``num_learners=0``: the driver's) and those of the validation tasks (none if skipped)."""
+    from offlinerl.ray_utils import cluster_node_ids, node_id
+
+    return {"cluster": cluster_node_ids(), "driver": node_id(), "learners": algo.learner_group.node_ids(),
+            "validation": validation.ray_nodes if validation is not None else []}
+
+
 def run_pipeline(
     pipeline: Pipeline,
     config: Any,
@@ -170,8 +180,7 @@ def run_pipeline(
 
     t_start = time.perf_counter()
     init_ray(address)
-    if not skip_validation:
-        require_valid(pipeline.dataset)
+    validation = None if skip_validation else require_valid(pipeline.dataset)
     if resume_from is None:
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)
         resolved = {**to_dict(pipeline), "config": config.to_dict()}
@@ -187,6 +196,7 @@ def run_pipeline(
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
+    nodes = _ray_nodes(algo, validation)
     if not algo.can_evaluate:
         log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
             "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")
@@ -221,6 +231,7 @@ def run_pipeline(
         "checkpoint": str(job.checkpoint),
         "run_dir": str(run),
         **_scores(pipeline.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
+        "ray_nodes": nodes,
     }
     if algo.config.evaluation.ope is not None:  # after the loop and algo.stop(): selection never slows training
         result["selection"] = select_checkpoint(run, pipeline.dataset, algo.config, job.history)

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import sys
 from typing import Iterator
 
@@ -40,8 +41,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prefix = " ".join(["offlinerl", args.command] + ([args.format] if getattr(args, "format", None) else []))
-    with _warnings_to_stderr(prefix):
+    with _warnings_to_stderr(prefix), _ray_address(getattr(args, "address", None)):
         return int(args.func(args) or 0)
+
+
+@contextlib.contextmanager
+def _ray_address(address: str | None) -> Iterator[None]:
+    """While the command runs, its ``--address`` is ``RAY_ADDRESS``: the library starts Ray lazily, deep inside
+    (``offlinerl.ray_utils.init_ray``), and every such start joins that cluster."""
+    if not address:
+        yield
+        return
+    before = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = address
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = before
 
 
 @contextlib.contextmanager

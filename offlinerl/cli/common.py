@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_job_options", "overwrite_help"]
+__all__ = ["add_job_options", "add_address_option", "overwrite_help"]
+
+ADDRESS_HELP = "Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray; docs/scaling.md)"
+
+
+def add_address_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    """``--address`` (``dest="address"``): the Ray cluster the command joins. ``offlinerl.cli.main`` sets
+    ``RAY_ADDRESS`` to it while the command runs, so every ``init_ray()`` inside the library joins it."""
+    parser.add_argument("--address", *aliases, dest="address", default=None, metavar="ADDR", help=ADDRESS_HELP)
 
 
 def add_job_options(parser: argparse.ArgumentParser, set_example: str) -> None:
@@ -13,7 +21,7 @@ def add_job_options(parser: argparse.ArgumentParser, set_example: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help=f"override a pipeline value by dotted key, e.g. {set_example} (repeatable)")
     parser.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
-    parser.add_argument("--address", help="Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray)")
+    add_address_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--skip-validation", action="store_true",
                         help="do not validate the dataset before training (for data you already ran "

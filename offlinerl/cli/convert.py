@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from offlinerl.cli.common import overwrite_help
+from offlinerl.cli.common import add_address_option, overwrite_help
 from offlinerl.convert.registry import converters
 
 
@@ -28,4 +28,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("-o", "--output", required=True, metavar="OUT",
                        help="output dataset directory (must not exist unless --overwrite)")
         p.add_argument("--overwrite", action="store_true", help=overwrite_help())
+        add_address_option(p, "--ray-address")  # --ray-address: its name before every command had --address
         p.set_defaults(func=converter.run)

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from offlinerl.cli.common import add_address_option
+
 __all__ = ["register", "run"]
 
 
@@ -24,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-dims", type=int, default=16, metavar="N", help="dimensions listed per leaf in the text (default 16)"
     )
+    add_address_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -97,6 +97,12 @@ def _summary(r: dict) -> str:
         lines.append(f"selected by {sel['method']} on {sel['holdout_episodes']} held-out episodes: {sel['selected']} "
                      f"(estimate {sel['selected_estimate']:.2f})" if sel["selected"] else
                      f"selection by {sel['method']}: no checkpoint could be scored")
+    nodes = r.get("ray_nodes") or {}
+    if len(nodes.get("cluster") or []) > 1:  # joined a cluster: say where the work ran
+        learners = nodes["learners"]
+        lines.append(f"Ray cluster of {len(nodes['cluster'])} nodes: {len(learners)} learner(s) on "
+                     f"{len(set(learners))} node(s), validation tasks on {len(nodes['validation'])} "
+                     "(node ids in result.json: ray_nodes)")
     lines.append(f"run directory: {r['run_dir']}  (checkpoint: {r['checkpoint']})")
     return "\n".join(lines)
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from offlinerl.cli.common import add_address_option
+
 __all__ = ["register", "run"]
 
 EPILOG = """\
@@ -16,8 +18,8 @@ exit codes:
      (the file is named; the other files are still checked)
 
 The checks run as a Ray Data job (one task per parquet row group), so datasets
-larger than memory validate. Set RAY_ADDRESS to run on an existing cluster
-(PATH must then be readable from every node).
+larger than memory validate. --address (or RAY_ADDRESS) runs them on an existing
+cluster (PATH must then be readable from every node; --json lists the nodes used).
 """
 
 
@@ -36,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-examples", type=int, default=5, metavar="N", help="offending rows shown per check (default 5)"
     )
+    add_address_option(parser)
     parser.set_defaults(func=run)
 
 

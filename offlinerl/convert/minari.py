@@ -322,7 +322,6 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="DATASET", help="Minari dataset id (e.g. D4RL/door/human-v2) or directory")
     p.add_argument("--no-infos", action="store_true", help="do not keep infos")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
-    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -331,7 +330,7 @@ def _run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.io import OutputExistsError
     from offlinerl.ray_utils import init_ray
 
-    init_ray(args.ray_address)
+    init_ray(args.address)
     ray.data.DataContext.get_current().enable_progress_bars = show_progress()
     try:
         info = import_minari(

@@ -77,6 +77,9 @@ class ConversionReport:
     """Things the user should know (inferred spaces, values out of bounds, columns not kept)."""
     quarantine_file: str | None = None
     """``_quarantine/records.jsonl`` (relative to ``output``) when something was quarantined."""
+    ray_nodes: list[str] = field(default_factory=list)
+    """The Ray nodes whose tasks did the conversion's work (sorted ids), where the converter records them
+    (samplebatch); printed when more than one, not stored in ``dataset.json`` (the ids mean nothing once the cluster is gone)."""
 
     @property
     def quarantined(self) -> int:
@@ -98,7 +101,9 @@ class ConversionReport:
 
     def to_json(self) -> dict[str, Any]:
         """The report as stored in ``dataset.json`` (``provenance["report"]``)."""
-        return asdict(self)
+        out = asdict(self)
+        del out["ray_nodes"]
+        return out
 
     def text(self) -> str:
         """The report for the console: the same lines for every format."""
@@ -127,6 +132,8 @@ class ConversionReport:
         lines += [f"  note: {n}" for n in self.notes]
         if self.quarantine_file:
             lines.append(_line("quarantine", f"{self.output}/{self.quarantine_file}"))
+        if len(self.ray_nodes) > 1:
+            lines.append(_line("ray nodes", f"{len(self.ray_nodes)} ({', '.join(self.ray_nodes)})"))
         return "\n".join(lines)
 
 

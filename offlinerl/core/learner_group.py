@@ -107,6 +107,11 @@ class _LearnerWorker:
     def timestep(self) -> int:
         return self.learner.timestep
 
+    def node_id(self) -> str | None:
+        from offlinerl.ray_utils import node_id
+
+        return node_id()
+
     def shutdown(self) -> bool:
         import torch.distributed as dist
 
@@ -214,6 +219,10 @@ class LearnerGroup:
     def get_all_weights(self) -> list[dict[str, torch.Tensor]]:
         """Every learner's weights (to check that replicas agree)."""
         return self._call("get_weights", same=())
+
+    def node_ids(self) -> list[str | None]:
+        """The Ray node of each learner, by rank (in-process: the driver's node; None without Ray)."""
+        return self._call("node_id")
 
     def get_state(self) -> dict[str, Any]:
         return {"num_learners": self.num_learners, "learners": self._call("get_state")}

@@ -33,8 +33,9 @@ DEFAULT_ROWS_PER_FILE = 1_000
 
 
 def parquet_files(path: str | Path) -> list[Path]:
-    """The data files of a dataset directory, in order."""
-    return sorted(p for p in Path(path).glob("*.parquet") if p.is_file())
+    """The data files of a dataset directory, in order, as absolute paths: Ray tasks that read them may run on
+    another node, in another working directory."""
+    return sorted(p for p in Path(path).absolute().glob("*.parquet") if p.is_file())
 
 
 def _chunked(episodes: Iterable[SingleAgentEpisode], max_steps: int) -> Iterator[SingleAgentEpisode]:

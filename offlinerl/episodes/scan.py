@@ -85,6 +85,9 @@ def _describe(exc: BaseException) -> str:
 
 
 def _apply(batch: dict[str, np.ndarray], fn: Callable[[ScanUnit], dict[str, Any]]) -> dict[str, np.ndarray]:
+    from offlinerl.ray_utils import node_id
+
+    node = node_id()
     out = []
     for text in batch["unit"]:
         unit = ScanUnit(**json.loads(str(text)))
@@ -93,6 +96,7 @@ def _apply(batch: dict[str, np.ndarray], fn: Callable[[ScanUnit], dict[str, Any]
         except READ_ERRORS as exc:
             payload = {"read_error": _describe(exc)}
         payload["unit"] = asdict(unit)
+        payload["node"] = node
         out.append(json.dumps(payload))
     return {"payload": np.array(out, dtype=object)}
 
@@ -105,6 +109,7 @@ def run_units(
     ``fn`` must be picklable (a module-level function, or a ``functools.partial``
     of one) and return a JSON-serialisable dict. A unit whose bytes cannot be
     read yields ``{"read_error": "...", "unit": {...}}`` instead of failing the job.
+    Every payload also names the Ray node its task ran on (``"node"``).
     """
     if not units:
         return

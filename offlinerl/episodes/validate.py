@@ -134,6 +134,8 @@ class ValidationReport:
     """False when the path is not a directory or some parquet file cannot be read."""
     num_files: int = 0
     num_rows: int = 0
+    ray_nodes: list[str] = field(default_factory=list)
+    """The Ray nodes whose tasks checked the rows (sorted ids; more than one when run on a cluster)."""
 
     def check(self, name: str) -> CheckResult:
         return next(c for c in self.checks if c.name == name)
@@ -162,10 +164,11 @@ class ValidationReport:
             d["examples"] = [{**asdict(e), "value": _json_value(e.value)} for e in c.examples]
             checks.append(d)
         return {"path": self.path, "valid": self.ok, "exit_code": self.exit_code, "readable": self.readable,
-                "num_files": self.num_files, "num_rows": self.num_rows, "checks": checks}
+                "num_files": self.num_files, "num_rows": self.num_rows, "ray_nodes": self.ray_nodes, "checks": checks}
 
     def format(self) -> str:
-        lines = [f"validate {self.path}: {self.num_files} parquet file(s), {self.num_rows:,} row(s)"]
+        lines = [f"validate {self.path}: {self.num_files} parquet file(s), {self.num_rows:,} row(s)"
+                 + (f", checked on {len(self.ray_nodes)} Ray nodes" if len(self.ray_nodes) > 1 else "")]
         width = max(len(c.name) for c in self.checks)
         for c in self.checks:
             tag = {"passed": "ok  ", "skipped": "skip"}.get(c.status, "FAIL" if c.severity == "error" else "WARN")
@@ -289,7 +292,9 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
                            columns=columns, max_examples=limit)
     rows: list[tuple] = []
     per_check = {c: (0, []) for c in ROW_CHECKS}
+    nodes: set[str] = set()
     for payload in run_units(units, fn, desc="validating"):
+        nodes.add(payload["node"])
         name = Path(payload["unit"]["file"]).name
         if "read_error" in payload:
             unreadable[payload["unit"]["file"]] = payload["read_error"]
@@ -308,6 +313,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
         files_check.fail(len(unreadable), [Example(Path(f).name, None, None, f"cannot be read as parquet: {e}")
                                            for f, e in unreadable.items()], limit)
     report.num_rows = len(rows)
+    report.ray_nodes = sorted(n for n in nodes if n)
     _check_episodes(report, rows, limit)
     if unreadable:  # rows of the unreadable files are unknown: gaps and counts cannot be judged
         _skip(report.check("chunks"), "not every file is readable")

@@ -19,7 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--action-space", help="action space as JSON text or a JSON file (overrides --env)")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
     add_allow_quarantine(p)
-    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
     add_max_value_bytes(p)
 
 
@@ -33,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         obs_space = space_arg(args.observation_space, "--observation-space")
         act_space = space_arg(args.action_space, "--action-space")
-        init_ray(args.ray_address)
+        init_ray(args.address)
         ray.data.DataContext.get_current().enable_progress_bars = show_progress()
         report = convert_rllib_parquet(
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,

@@ -145,6 +145,8 @@ def _scan_layout(stage: Path, report: ConversionReport) -> _Layout:
             layout.policies.add(meta["policy"])
             layout.agents.add(meta["agent"])
         elif row["kind"] == "stats":
+            if meta.get("node"):
+                report.ray_nodes = sorted({*report.ray_nodes, meta["node"]})
             report.records_read += meta["lines"]
             report.details["legacy_dones_lines"] += meta["legacy_dones_lines"]
             dropped.update(meta["dropped"])
@@ -269,8 +271,9 @@ def _choose_spaces(layout: _Layout, obs_space: gym.Space | None, act_space: gym.
     return obs_space, act_space
 
 
-def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any]) -> list[str]:
-    """Ray pass 2: each staged file → one parquet file of the episode schema; returns their paths, sorted."""
+def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any], report: ConversionReport) -> list[str]:
+    """Ray pass 2: each staged file → one parquet file of the episode schema; returns their paths, sorted (and
+    adds the nodes that wrote them to ``report.ray_nodes``)."""
     import ray.data
 
     out_dir.mkdir()
@@ -278,7 +281,9 @@ def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any]) ->
     encoded = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
         encode_stage_files, batch_size=1, batch_format="pyarrow", fn_kwargs={"out_dir": str(out_dir), **layout_kwargs},
     )
-    return sorted(row["path"] for row in encoded.iter_rows())
+    rows = list(encoded.iter_rows())
+    report.ray_nodes = sorted({*report.ray_nodes, *(row["node"] for row in rows if row["node"])})
+    return sorted(row["path"] for row in rows)
 
 
 def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
@@ -350,7 +355,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
             "unsquash_actions": config.unsquash_actions, "max_steps_per_row": config.max_steps_per_row,
             "excluded": excluded,
         }
-        written = _encode_staged(stage, tmp / ".encoded", layout_kwargs) if report.episodes else []
+        written = _encode_staged(stage, tmp / ".encoded", layout_kwargs, report) if report.episodes else []
         for i, f in enumerate(written):
             os.rename(f, tmp / f"part-{i:05d}.parquet")
         if not written:

@@ -35,6 +35,7 @@ from offlinerl.convert.stitch import Piece, Stitched, stitch
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.schema import JSON_DTYPE
 from offlinerl.episodes.spaces import space_from_json
+from offlinerl.ray_utils import node_id
 
 __all__ = [
     "STAGE_SCHEMA", "read_ranges", "stitch_group", "encode_episodes", "encode_stage_files", "fragment_key", "unsquash",
@@ -112,7 +113,7 @@ def read_ranges(batch: pa.Table, limits: DecodeLimits | None = None) -> Iterator
             if size >= _FLUSH_BYTES or len(rows) >= _FLUSH_ROWS:
                 yield _table(rows)
                 rows, size = [], 0
-        stats = {"lines": lines, "legacy_dones_lines": legacy, "dropped": sorted(dropped)}
+        stats = {"lines": lines, "legacy_dones_lines": legacy, "dropped": sorted(dropped), "node": node_id()}
         rows.append((aux_key, "stats", rng.file_index, max(rng.start, 0), -1, b"", _dumps(stats)))
         yield _table(rows)
 
@@ -255,9 +256,11 @@ def encode_stage_files(batch: pa.Table, *, out_dir: str, batch_rows: int = 64, *
     """Stage 3 (``map_batches``, one staged file per input row): encode and write ``out_dir/enc-<i>.parquet``.
 
     Reads the staged file in small batches and appends row groups, so a task holds
-    ``batch_rows`` episodes at a time. Returns ``{"path", "rows"}`` per written file.
+    ``batch_rows`` episodes at a time. Returns ``{"path", "rows", "node"}`` per written file (``node``: the Ray
+    node that wrote it).
     """
     paths, counts = [], []
+    node = node_id()
     for index, stage_path in zip(batch.column("index").to_pylist(), batch.column("path").to_pylist()):
         target = f"{out_dir}/enc-{index:05d}.parquet"
         writer, rows = None, 0
@@ -274,4 +277,5 @@ def encode_stage_files(batch: pa.Table, *, out_dir: str, batch_rows: int = 64, *
             writer.close()
             paths.append(target)
             counts.append(rows)
-    return pa.table({"path": pa.array(paths, pa.string()), "rows": pa.array(counts, pa.int64())})
+    return pa.table({"path": pa.array(paths, pa.string()), "rows": pa.array(counts, pa.int64()),
+                     "node": pa.array([node] * len(paths), pa.string())})

@@ -19,7 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "'Your own step logs: convert table')")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
     add_allow_quarantine(p)
-    p.add_argument("--ray-address", default=None, help="join this Ray cluster instead of starting a local Ray")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.spec)
-        init_ray(args.ray_address)
+        init_ray(args.address)
         ray.data.DataContext.get_current().enable_progress_bars = show_progress()
         report = convert_table(args.input, args.output, spec,
                                max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
