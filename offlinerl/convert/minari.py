@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from offlinerl.convert.interface import EXIT_OK, EXIT_USAGE, Converter
-from offlinerl.convert.options import show_progress
+from offlinerl.convert.options import start_ray
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
@@ -325,13 +325,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import ray.data
-
     from offlinerl.episodes.io import OutputExistsError
-    from offlinerl.ray_utils import init_ray
 
-    init_ray(args.address)
-    ray.data.DataContext.get_current().enable_progress_bars = show_progress()
+    start_ray(args.address)
     try:
         info = import_minari(
             args.dataset, args.output, keep_infos=not args.no_infos,

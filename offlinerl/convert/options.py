@@ -12,7 +12,7 @@ import gymnasium as gym
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, MAX_VALUE_BYTES_FLAG, parse_byte_size
 
-__all__ = ["add_max_value_bytes", "add_allow_quarantine", "space_arg", "show_progress"]
+__all__ = ["add_max_value_bytes", "add_allow_quarantine", "space_arg", "show_progress", "start_ray"]
 
 
 def _byte_size(text: str) -> int:
@@ -60,3 +60,13 @@ def space_arg(text: str | None, flag: str) -> gym.Space | None:
 def show_progress() -> bool:
     """Whether to show Ray Data's progress bars: on an interactive terminal only (off in logs and tests)."""
     return sys.stderr.isatty()
+
+
+def start_ray(address: str | None) -> None:
+    """Start or join Ray for a converter (``init_ray``), with Ray Data's progress bars as ``show_progress`` says."""
+    import ray.data
+
+    from offlinerl.ray_utils import init_ray
+
+    init_ray(address)
+    ray.data.DataContext.get_current().enable_progress_bars = show_progress()

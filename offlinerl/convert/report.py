@@ -10,11 +10,11 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED
+from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE
 
-__all__ = ["ConversionReport", "finish"]
+__all__ = ["ConversionReport", "finish", "run_conversion"]
 
 
 @dataclass
@@ -158,3 +158,15 @@ def finish(report: ConversionReport, allow_quarantine: bool) -> int:
         return EXIT_QUARANTINED
     print(f"{report.quarantined} record(s) quarantined (allowed), see {where}", file=sys.stderr)
     return EXIT_OK
+
+
+def run_conversion(command: str, convert: Callable[[], ConversionReport], usage_errors: tuple[type[Exception], ...],
+                   allow_quarantine: bool) -> int:
+    """How a converter command ends: ``convert()``, then ``finish``; one of ``usage_errors`` (what this
+    converter raises for bad arguments, inputs or outputs) is one line on stderr and ``EXIT_USAGE``."""
+    try:
+        report = convert()
+    except usage_errors as exc:
+        print(f"offlinerl convert {command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return finish(report, allow_quarantine)

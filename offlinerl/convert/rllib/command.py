@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from offlinerl.convert.interface import EXIT_USAGE, Converter
-from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, show_progress, space_arg
-from offlinerl.convert.report import finish
+from offlinerl.convert.interface import Converter
+from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, space_arg, start_ray
+from offlinerl.convert.report import run_conversion
 
 __all__ = ["CONVERTER"]
 
@@ -23,27 +22,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray.data
-
     from offlinerl.convert.rllib.convert import convert_rllib_parquet
     from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError
-    from offlinerl.ray_utils import init_ray
 
-    try:
+    def convert():
         obs_space = space_arg(args.observation_space, "--observation-space")
         act_space = space_arg(args.action_space, "--action-space")
-        init_ray(args.address)
-        ray.data.DataContext.get_current().enable_progress_bars = show_progress()
-        report = convert_rllib_parquet(
+        start_ray(args.address)
+        return convert_rllib_parquet(
             args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
             allow_quarantine=args.allow_quarantine,
             max_value_bytes=args.max_value_bytes,
         )
-    except (FileNotFoundError, OutputExistsError, ValueError) as exc:
-        print(f"offlinerl convert rllib-parquet: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return finish(report, args.allow_quarantine)
+
+    return run_conversion("rllib-parquet", convert, (FileNotFoundError, OutputExistsError, ValueError),
+                          args.allow_quarantine)
 
 
 CONVERTER = Converter(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from offlinerl.convert.interface import EXIT_USAGE, Converter, ConvertUsageError
+from offlinerl.convert.interface import Converter, ConvertUsageError
 from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, show_progress, space_arg
-from offlinerl.convert.report import finish
+from offlinerl.convert.report import run_conversion
 
 __all__ = ["CONVERTER"]
 
@@ -49,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.atomic import OutputExistsError
     from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 
-    try:
-        config = SampleBatchConvertConfig(
+    def convert():
+        return convert_samplebatch(SampleBatchConvertConfig(
             inputs=tuple(args.inputs),
             output=args.output,
             env_id=args.env,
@@ -63,12 +62,9 @@ def run(args: argparse.Namespace) -> int:
             check_obs=not args.no_obs_check,
             progress=show_progress(),
             max_value_bytes=args.max_value_bytes,
-        )
-        report = convert_samplebatch(config)
-    except (ConvertUsageError, OutputExistsError) as exc:
-        print(f"offlinerl convert samplebatch: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return finish(report, args.allow_quarantine)
+        ))
+
+    return run_conversion("samplebatch", convert, (ConvertUsageError, OutputExistsError), args.allow_quarantine)
 
 
 CONVERTER = Converter(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from offlinerl.convert.interface import EXIT_USAGE, ConvertUsageError, Converter
-from offlinerl.convert.options import add_allow_quarantine, show_progress
-from offlinerl.convert.report import finish
+from offlinerl.convert.interface import ConvertUsageError, Converter
+from offlinerl.convert.options import add_allow_quarantine, start_ray
+from offlinerl.convert.report import run_conversion
 
 __all__ = ["CONVERTER"]
 
@@ -22,24 +21,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray.data
-
     from offlinerl.convert.table.convert import convert_table
     from offlinerl.convert.table.spec import load_spec
     from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, OutputExistsError
-    from offlinerl.ray_utils import init_ray
 
-    try:
+    def convert():
         spec = load_spec(args.spec)
-        init_ray(args.address)
-        ray.data.DataContext.get_current().enable_progress_bars = show_progress()
-        report = convert_table(args.input, args.output, spec,
-                               max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
-                               overwrite=args.overwrite, allow_quarantine=args.allow_quarantine)
-    except (FileNotFoundError, OutputExistsError, ConvertUsageError, ValueError) as exc:
-        print(f"offlinerl convert table: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return finish(report, args.allow_quarantine)
+        start_ray(args.address)
+        return convert_table(args.input, args.output, spec,
+                             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
+                             overwrite=args.overwrite, allow_quarantine=args.allow_quarantine)
+
+    return run_conversion("table", convert, (FileNotFoundError, OutputExistsError, ConvertUsageError, ValueError),
+                          args.allow_quarantine)
 
 
 CONVERTER = Converter(
