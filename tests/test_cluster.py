@@ -1,6 +1,6 @@
 """A real two-node Ray cluster, started the way users start one (``examples/local_cluster.py``, what ``make
 cluster-up`` runs: ``ray start --head``, then ``ray start --address``: two raylets, each with its own CPUs and
-temp dir), joined through ``--address`` by ``offlinerl convert``, ``validate`` and a 2-learner ``train``, each
+temp dir), joined through ``--address`` by ``offlinerl convert``, ``validate``, a 2-learner ``train`` and a 2-trial ``sweep``, each
 run as its own process the way a user runs it. Every command must report work on both nodes. The cluster has
 its own token file and temp dirs; the fixture stops exactly the processes it started (by pid, never
 ``ray stop``), also when the test fails, and checks that none is left."""
@@ -68,7 +68,7 @@ def _offlinerl(env: dict[str, str], *args: str, timeout: float = 400) -> tuple[s
     return proc.stdout, took
 
 
-def test_convert_validate_and_two_learners_join_the_cluster_and_use_both_nodes(cluster, tmp_path):
+def test_convert_validate_train_and_sweep_join_the_cluster_and_use_both_nodes(cluster, tmp_path):
     info, env = cluster
     address = info["address"]
     assert len(info["nodes"]) == 2 and all(Path(n["temp_dir"]).is_dir() for n in info["nodes"])
@@ -106,4 +106,19 @@ def test_convert_validate_and_two_learners_join_the_cluster_and_use_both_nodes(c
     assert nodes["validation"] == []
     assert result["updates"] == 100 and result["final_eval_return"] is not None
     assert "2 learner(s) on 2 node(s)" in out
+
+    # A 2-trial sweep, both trials at once, each with one learner: 2 trial reservations + 2 learners fill the
+    # cluster's 4 CPUs, so wherever Ray puts them, the trials and their learners together use both nodes.
+    sweep = tmp_path / "sweep"
+    out, timings["sweep"] = _offlinerl(env, "sweep", job, "--grid", "config.lr=1e-3,3e-4", "--set",
+                                       "config.num_learners=1", "--max-concurrent", "2", "-o", sweep,
+                                       "--no-progress", "--skip-validation", "--address", address)
+    assert "| 1e-3 | 1/1 |" in out and "| 3e-4 | 1/1 |" in out
+    summary = json.loads((sweep / "summary.json").read_text())
+    results = [json.loads(p.read_text()) for p in sorted((sweep / "trials").glob("*/result.json"))]
+    assert len(results) == 2 and all(r["updates"] == 100 and set(r["ray_nodes"]["cluster"]) == cluster_nodes
+                                     for r in results)
+    used = {n for nodes in summary["trial_nodes"].values() for n in nodes}
+    used |= {n for r in results for n in r["ray_nodes"]["learners"]}
+    assert used == cluster_nodes, (summary["trial_nodes"], [r["ray_nodes"] for r in results])
     print(f"\ncluster {address}: nodes {sorted(cluster_nodes)}; seconds per command: {timings}")

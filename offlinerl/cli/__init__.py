@@ -14,7 +14,7 @@ from typing import Iterator
 __all__ = ["main", "build_parser"]
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
-COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune")
+COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,132 @@
+"""Sweeps: the grid, the trials, the summary (no Ray here), and a real sweep on the test session's Ray that is
+killed mid-trial and resumed: the resumed trial ends exactly like an uninterrupted one."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.algorithms.sweep import SweepSpec, parse_grid, plan_trials, summarize
+from offlinerl.cli import main
+from tests.datagen import make_dataset
+from tests.processes import kill_once_written
+
+
+def test_grid_values_parse_like_set_and_keep_commas_inside_brackets():
+    grid = parse_grid(["config.beta=1,3.5,10", "config.model.hidden=[64,64],[256, 256]", "stop.updates=100"])
+    assert grid == {"config.beta": [1, 3.5, 10], "config.model.hidden": [[64, 64], [256, 256]], "stop.updates": [100]}
+    for bad, why in [("config.beta", "KEY=V1,V2"), ("config.beta=", "at least one value"),
+                     ("config.seed=1,2", "--seeds")]:
+        with pytest.raises(ConfigError, match=why):
+            parse_grid([bad])
+    with pytest.raises(ConfigError, match="given twice"):
+        parse_grid(["config.beta=1", "config.beta=2"])
+
+
+def test_trials_are_the_product_of_the_grid_times_the_seeds_in_order():
+    trials = plan_trials({"config.beta": [1, 10], "config.model.hidden": [[64, 64]]}, [0, 1], ["stop.updates=50"])
+    assert [t.name for t in trials] == ["000_beta-1_model.hidden-64-64_seed-0", "001_beta-1_model.hidden-64-64_seed-1",
+                                        "002_beta-10_model.hidden-64-64_seed-0", "003_beta-10_model.hidden-64-64_seed-1"]
+    assert trials[3].overrides == ["stop.updates=50", "config.beta=10", "config.model.hidden=[64, 64]", "config.seed=1"]
+    assert trials[3].point == {"config.beta": 10, "config.model.hidden": [64, 64]} and trials[3].seed == 1
+    only = plan_trials({}, [])
+    assert [(t.name, t.overrides) for t in only] == [("000", [])]
+
+
+def _fake_trial(root: Path, name: str, final: float | None, best: float, curve: list[float]) -> None:
+    run = root / "trials" / name
+    run.mkdir(parents=True)
+    lines = [{"iteration": i + 1, "learner/updates": 100 * (i + 1), "eval/return_mean": r} for i, r in enumerate(curve)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (run / "result.json").write_text(json.dumps({"final_eval_return": final, "best_eval_return": best,
+                                                 "updates": 100 * len(curve), "train_time_s": 2.0}))
+
+
+def test_summary_gives_mean_and_std_over_finished_seeds_per_grid_point(tmp_path):
+    trials = plan_trials({"config.beta": [1, 10]}, [0, 1])
+    spec = SweepSpec(pipeline="p.yaml", workdir=str(tmp_path), overrides=[], grid={"config.beta": [1, 10]},
+                     seeds=[0, 1], trials=trials)
+    _fake_trial(tmp_path, trials[0].name, 10.0, 12.0, [5.0, 10.0])
+    _fake_trial(tmp_path, trials[1].name, 20.0, 20.0, [15.0, 20.0])
+    _fake_trial(tmp_path, trials[2].name, 7.0, 9.0, [9.0, 7.0])  # trials[3] did not finish
+    out = summarize(tmp_path, spec)
+    a, b = out["rows"]
+    assert (a["config.beta"], a["trials"], a["finished"]) == (1, 2, 2)
+    assert a["final_eval_return_mean"] == 15.0 and a["final_eval_return_std"] == 5.0  # population std of 10, 20
+    assert a["best_eval_return_mean"] == 16.0 and a["best_eval_return_std"] == 4.0
+    assert (b["finished"], b["final_eval_return_mean"], b["final_eval_return_std"]) == (1, 7.0, 0.0)
+    assert out["best"]["config.beta"] == 1 and out["keys"] == ["config.beta"]
+    with (tmp_path / "summary.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["config.beta"] for r in rows] == ["1", "10"] and math.isclose(float(rows[0]["final_eval_return_mean"]), 15)
+    md = (tmp_path / "summary.md").read_text()
+    assert "| 1 | 2/2 | 15.0 ± 5.0 | 16.0 ± 4.0 |" in md and "| 10 | 1/2 | 7.0 ± 0.0 | 9.0 ± 0.0 |" in md
+    assert (tmp_path / "sweep.png").stat().st_size > 5000
+
+
+def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsys):
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(yaml.safe_dump({"algorithm": "bc", "dataset": str(tmp_path / "none"), "stop": {"updates": 1}}))
+    for argv, message in [
+        ([], "give a PIPELINE file"),
+        ([str(pipeline), "--resume", str(tmp_path)], "not both"),
+        (["--resume", str(tmp_path), "--grid", "config.lr=1"], "keeps its grid"),
+        ([str(pipeline), "--grid", "config.no_such_key=1,2"], "no_such_key"),
+        ([str(pipeline), "--seeds", "a,b"], "give integers"),
+        ([str(pipeline), "--max-concurrent", "0"], "--max-concurrent"),
+        (["--resume", str(tmp_path)], "not a sweep directory"),
+    ]:
+        assert main(["sweep", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "sweeps").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_one(ray_session, tmp_path, capsys):
+    data = make_dataset(tmp_path / "cartpole", episodes=6)
+    pipeline = tmp_path / "bc.yaml"
+    pipeline.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(data),
+        "config": {"seed": 0, "updates_per_iteration": 20, "train_batch_size": 32, "model": {"hidden": [16]},
+                   "evaluation": {"episodes": 2, "interval": 2}},
+        "stop": {"iterations": 8}, "checkpoint_interval": 1}))
+    sweep = tmp_path / "sweep"
+    # Two spellings of the same learning rate: the two trials are the same job, so the one killed and resumed
+    # must end exactly like the one that ran through.
+    argv = ["sweep", str(pipeline), "--grid", "config.lr=1e-3,0.001", "--max-concurrent", "1", "-o", str(sweep)]
+    first = sweep / "trials" / "000_lr-1e-3"
+    kill_once_written(argv, first / "checkpoints" / "iter-000003")
+    assert not (first / "result.json").exists()
+
+    assert main(["sweep", "--resume", str(sweep), "--address", ray_session.get_runtime_context().gcs_address]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 2 trials to run" in out and "| 1e-3 | 1/1 |" in out and "| 0.001 | 1/1 |" in out
+    attempts = json.loads((sweep / "trials" / "000_lr-1e-3.json").read_text())["attempts"]
+    assert [a["exit"] for a in attempts] == [None, 0]  # killed (never finished), then resumed to the end
+    assert "--resume" not in attempts[0]["command"] and attempts[1]["command"][-2:] == ["--resume", str(first)]
+    assert all(a["node"] == ray_session.get_runtime_context().get_node_id() for a in attempts)
+
+    def metrics(run):
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith(("perf/", "time/"))}
+                for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+    second = sweep / "trials" / "001_lr-0.001"
+    assert [m["iteration"] for m in metrics(first)] == list(range(1, 9))
+    assert metrics(first) == metrics(second)
+    results = [json.loads((run / "result.json").read_text()) for run in (first, second)]
+    assert results[0]["final_eval_return"] == results[1]["final_eval_return"] is not None
+    spec = json.loads((sweep / "sweep.json").read_text())
+    assert spec["grid"] == {"config.lr": ["1e-3", 0.001]} and len(spec["trials"]) == 2
+    assert (sweep / "summary.csv").is_file() and (sweep / "sweep.png").is_file()
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert len(summary["trial_nodes"]["000_lr-1e-3"]) == 2 and len(summary["trial_nodes"]["001_lr-0.001"]) == 1
+
+    assert main(["sweep", "--resume", str(sweep), "--address", ray_session.get_runtime_context().gcs_address]) == 0
+    assert "trials to run" not in capsys.readouterr().out  # nothing left: the summary is written again
