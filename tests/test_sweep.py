@@ -87,6 +87,19 @@ def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsy
         assert message in err and "Traceback" not in err, (argv, err)
     assert not (tmp_path / "sweeps").exists()
 
+    # A sweep.json someone handed over cannot make --resume delete or write outside its trials/ directory.
+    sweep = tmp_path / "handed"
+    sweep.mkdir()
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (victim / "data.txt").write_text("keep")
+    spec = {"pipeline": str(pipeline), "workdir": str(tmp_path), "overrides": [], "grid": {}, "seeds": [],
+            "trials": [{"name": "../../precious", "point": {}, "seed": None, "overrides": []}]}
+    (sweep / "sweep.json").write_text(json.dumps(spec))
+    assert main(["sweep", "--resume", str(sweep)]) == 2
+    assert "trial names must be unique plain file names" in capsys.readouterr().err
+    assert (victim / "data.txt").read_text() == "keep"
+
 
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_one(ray_session, tmp_path, capsys):

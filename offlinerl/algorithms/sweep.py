@@ -45,6 +45,7 @@ __all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resu
 SWEEP_FILE = "sweep.json"
 TRIALS = "trials"
 _METRIC_POLL_S = 1.0
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,14 @@ class SweepSpec:
         try:
             data = json.loads(path.read_text())
             trials = [Trial(**t) for t in data.pop("trials")]
-            return cls(**data, trials=trials)
+            spec = cls(**data, trials=trials)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"{path}: not a sweep description ({exc})") from None
+        names = [t.name for t in trials]
+        bad = [n for n in names if not isinstance(n, str) or not _SAFE_NAME.fullmatch(n) or n in (".", "..")]
+        if bad or len(set(names)) != len(names):  # a trial directory is deleted and rewritten: never outside trials/
+            raise ConfigError(f"{path}: trial names must be unique plain file names, got {bad or names}")
+        return spec
 
 
 def _split_values(text: str) -> list[str]:
