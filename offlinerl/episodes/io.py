@@ -161,7 +161,18 @@ def read_dataset(path: str | Path, *, columns: Sequence[str] | None = None, **re
 
     read_info(path)  # fail early, with a clear message, on a directory that is not a dataset
     files = [str(f) for f in parquet_files(path)]
-    return ray.data.read_parquet(files, columns=list(columns) if columns else None, **read_kwargs)
+    # Ray Data's newer parquet datasource (``use_datasource_v2``, the default since Ray 2.5x) plans a ListFiles
+    # operator before the reads: ~1.5-2 s of latency per dataset even for 4 small files we list ourselves, against
+    # ~0.3 s for the classic datasource, which reads the given files directly (measured on Ray 2.60, 2 CPUs).
+    ctx = ray.data.DataContext.get_current()
+    v2 = getattr(ctx, "use_datasource_v2", None)
+    if v2:
+        ctx.use_datasource_v2 = False
+    try:
+        return ray.data.read_parquet(files, columns=list(columns) if columns else None, **read_kwargs)
+    finally:
+        if v2:
+            ctx.use_datasource_v2 = v2
 
 
 def load_episodes(path: str | Path, *, reassemble: bool = True) -> list[SingleAgentEpisode]:
