@@ -148,6 +148,10 @@ class AlgorithmConfig:
     """CPUs each learner reserves and uses (torch threads = ceil of it)."""
     num_gpus_per_learner: float = 0
     """GPUs per learner (NCCL when > 0); the in-memory data then lives on the GPU."""
+    learner_placement: str = "spread"
+    """Where Ray starts the learner actors: ``spread`` over the cluster's nodes (Ray's SPREAD strategy: one per
+    node while nodes have room, what scaling out on CPUs is for) or ``default`` (Ray's default policy, which
+    fills the driver's node first: e.g. several GPUs of one machine, where NCCL stays inside the node)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
     data: DataConfig = field(default_factory=DataConfig)
@@ -164,6 +168,8 @@ class AlgorithmConfig:
         _check(self.num_learners >= 0, "num_learners", f"must be >= 0, got {self.num_learners}")
         _check(self.num_cpus_per_learner > 0, "num_cpus_per_learner", f"must be positive, got {self.num_cpus_per_learner}")
         _check(self.num_gpus_per_learner >= 0, "num_gpus_per_learner", f"must be >= 0, got {self.num_gpus_per_learner}")
+        _check(self.learner_placement in ("spread", "default"), "learner_placement",
+               f"'spread' or 'default', got {self.learner_placement!r}")
         _check(self.evaluation.ope is None or self.data.holdout is not None, "evaluation.ope",
                "selection by OPE scores checkpoints on held-out episodes; set data.holdout (e.g. "
                "data: {holdout: {fraction: 0.2}}, or --set config.data.holdout.fraction=0.2)")
