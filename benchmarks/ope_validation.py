@@ -140,8 +140,8 @@ class Discounted(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-def real_discounted_return(path: Path, env_id: str, episodes: int, seed: int) -> tuple[float, float]:
-    """(mean discounted, mean undiscounted) return of the deployed policy over seeded episodes."""
+def real_discounted_return(path: Path, env_id: str, episodes: int, seed: int) -> tuple[float, float, float]:
+    """(mean discounted, its standard error, mean undiscounted) return of the deployed policy over seeded episodes."""
     from offlinerl.algorithms.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(path)
@@ -158,7 +158,7 @@ def real_discounted_return(path: Path, env_id: str, episodes: int, seed: int) ->
     returns, _ = run_episodes(envs, act, [seed + j for j in range(episodes)])
     discounted = [d for env in envs for d in env.done]
     assert len(discounted) == episodes
-    return float(np.mean(discounted)), float(np.mean(returns))
+    return float(np.mean(discounted)), float(np.std(discounted, ddof=1) / np.sqrt(episodes)), float(np.mean(returns))
 
 
 def main() -> None:
@@ -166,9 +166,11 @@ def main() -> None:
     p.add_argument("--dataset", default="cartpole-mixed", choices=sorted(SETTINGS))
     p.add_argument("--out", default=None, help="default: benchmarks/results/ope_validation[_<dataset>].json")
     p.add_argument("--algorithms", default="bc,iql,cql")
-    p.add_argument("--snapshots", default="0,100,1000,5000")
+    p.add_argument("--snapshots", default="0,10,30,100,300,1000,5000",
+                   help="update counts at which each run is checkpointed (early ones give the weak policies)")
     p.add_argument("--fqe-updates", type=int, default=None, help="default: FQEConfig's")
-    p.add_argument("--episodes", type=int, default=30)
+    p.add_argument("--episodes", type=int, default=200,
+                   help="env episodes per checkpoint for the real return (its standard error is in the table)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", default=None, help="keep (and reuse) the checkpoints here")
     args = p.parse_args()
@@ -194,22 +196,24 @@ def main() -> None:
         rows = []
         for path, result in zip(paths, report["results"]):
             fqe = result["methods"][0]
-            real, length = real_discounted_return(path, env_id, args.episodes, 10_000)
-            rows.append({"checkpoint": path.name, "real_discounted": real, "real_return": length,
+            real, real_se, length = real_discounted_return(path, env_id, args.episodes, 10_000)
+            rows.append({"checkpoint": path.name, "real_discounted": real, "real_discounted_se": real_se,
+                         "real_return": length,
                          "fqe": fqe["estimate"], "ci": [fqe["ci_low"], fqe["ci_high"]],
                          "abs_error": abs(fqe["estimate"] - real)})
     rho = spearman([r["real_discounted"] for r in rows], [r["fqe"] for r in rows])
     covered = sum(r["ci"][0] <= r["real_discounted"] <= r["ci"][1] for r in rows)
     out = {"dataset": f"datasets/{args.dataset}", "gamma": GAMMA, "fqe": dataclasses.asdict(fqe_cfg),
-           "eval_episodes": args.episodes, "spearman": rho,
+           "snapshots": snapshots, "algorithms": args.algorithms.split(","), "eval_episodes": args.episodes, "spearman": rho,
            "mean_abs_error": float(np.mean([r["abs_error"] for r in rows])), "ci_coverage": f"{covered}/{len(rows)}",
            "rows": rows,
            "seconds": {"train": round(t_train, 1), "ope": round(t_ope, 1), "ope_per_checkpoint": round(t_ope / len(rows), 1),
                        "total": round(time.time() - t0, 1)}}
     out_path.write_text(json.dumps(out, indent=2) + "\n")
-    print("| checkpoint | real return | real discounted | FQE | 95% CI | abs error |\n|---|---|---|---|---|---|")
+    print("| checkpoint | real return | real discounted (± s.e.) | FQE | 95% CI | abs error |\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['checkpoint']} | {r['real_return']:.1f} | {r['real_discounted']:.1f} | {r['fqe']:.1f} | "
+        print(f"| {r['checkpoint']} | {r['real_return']:.1f} | {r['real_discounted']:.1f} ± {r['real_discounted_se']:.1f} | "
+              f"{r['fqe']:.1f} | "
               f"[{r['ci'][0]:.1f}, {r['ci'][1]:.1f}] | {r['abs_error']:.1f} |")
     print(f"Spearman {rho:.3f}, mean abs error {out['mean_abs_error']:.1f}, CI coverage {out['ci_coverage']}, "
           f"{out['seconds']}")
