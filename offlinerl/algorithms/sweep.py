@@ -26,10 +26,10 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -144,10 +144,10 @@ def plan_trials(grid: dict[str, list[Any]], seeds: Sequence[int], overrides: Seq
     for key, values in grid.items():
         points = [{**p, key: v} for p in points for v in values]
     trials = []
-    for i, point in enumerate(points):
+    for point in points:
+        point_parts = [f"{k.removeprefix('config.')}-{_slug(v)}" for k, v in point.items()]
         for seed in (list(seeds) or [None]):
-            parts = [f"{k.removeprefix('config.')}-{_slug(v)}" for k, v in point.items()]
-            parts += [f"seed-{seed}"] if seed is not None else []
+            parts = point_parts + ([f"seed-{seed}"] if seed is not None else [])
             name = f"{len(trials):03d}_" + "_".join(parts) if parts else f"{len(trials):03d}"
             sets = [*overrides, *(f"{k}={json.dumps(v)}" for k, v in point.items())]
             sets += [f"config.seed={seed}"] if seed is not None else []
@@ -296,21 +296,22 @@ def run_sweep(
     from offlinerl.ray_utils import init_ray
 
     root = Path(sweep_dir)
-    if spec is None:
+    new = spec is not None
+    if not new:
         spec = SweepSpec.from_file(root / SWEEP_FILE)
-    else:
-        if root.exists() and (not root.is_dir() or any(root.iterdir())):
-            hint = "; to continue that sweep use --resume" if (root / SWEEP_FILE).is_file() else ""
-            raise FileExistsError(f"{root} exists and is not empty; choose another --output{hint}")
+    elif root.exists() and (not root.is_dir() or any(root.iterdir())):
+        hint = "; to continue that sweep use --resume" if (root / SWEEP_FILE).is_file() else ""
+        raise FileExistsError(f"{root} exists and is not empty; choose another --output{hint}")
+    cwd = os.getcwd()
+    os.chdir(spec.workdir)  # the pipeline's relative paths, as the trials will see them
+    try:  # every trial's config is valid before anything is written (a wrong key or value: ConfigError)
+        configs = [load_pipeline(spec.pipeline, t.overrides) for t in spec.trials]
+    finally:
+        os.chdir(cwd)
+    if new:
         root.mkdir(parents=True, exist_ok=True)
         (root / SWEEP_FILE).write_text(spec.to_json())
     (root / TRIALS).mkdir(exist_ok=True)
-    cwd = os.getcwd()
-    os.chdir(spec.workdir)  # the pipeline's relative paths, as the trials will see them
-    try:
-        configs = [load_pipeline(spec.pipeline, t.overrides) for t in spec.trials]  # every trial's config is valid
-    finally:
-        os.chdir(cwd)
     pending = [t for t in spec.trials if not (root / TRIALS / t.name / "result.json").is_file()]
     init_ray(address)
     if pending:
@@ -384,10 +385,8 @@ _STATS = ("final_eval_return", "best_eval_return", "final_eval_normalized_score"
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    """Mean and population standard deviation (None, None for no values)."""
+    return (statistics.fmean(values), statistics.pstdev(values)) if values else (None, None)
 
 
 def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:

@@ -53,7 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.algorithms.config_io import ConfigError
-    from offlinerl.algorithms.pipeline import load_pipeline
     from offlinerl.algorithms.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
 
     if (args.pipeline is None) == (args.resume is None):
@@ -78,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
             except ValueError:
                 raise ConfigError(f"--seeds {args.seeds!r}: give integers, e.g. 0,1,2") from None
             trials = plan_trials(grid, seeds, args.overrides)
-            load_pipeline(args.pipeline, trials[0].overrides)  # a wrong key or value: exit 2 before anything runs
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             out = Path(args.output or Path("sweeps") / f"{Path(args.pipeline).stem}-{stamp}")
             spec = SweepSpec(pipeline=str(Path(args.pipeline).resolve()), workdir=os.getcwd(),

@@ -143,7 +143,7 @@ class LearnerGroup:
 
         self._local = None
         actor_cls = ray.remote(num_cpus=config.num_cpus_per_learner, num_gpus=config.num_gpus_per_learner)(_LearnerWorker)
-        if getattr(config, "learner_placement", "spread") == "spread":  # best effort: one per node while nodes have room
+        if config.learner_placement == "spread":  # best effort: one per node while nodes have room
             actor_cls = actor_cls.options(scheduling_strategy="SPREAD")
         self._actors = [actor_cls.remote(learner_class, config, module_spec, threads) for _ in range(self.num_learners)]
         master = ray.get(self._actors[0].address.remote())
