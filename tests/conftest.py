@@ -16,9 +16,14 @@ DATASETS = REPO / "datasets"
 def pytest_configure(config):
     """One torch thread in the test process: Ray's workers share the same 2 cores, and the
     in-process learning loops (small MLPs) ran several times slower oversubscribed."""
+    import tempfile
+
     import torch
 
     torch.set_num_threads(1)
+    # Records of validated datasets (offlinerl.episodes.validated) go to a directory of this session, not ~/.cache:
+    # every session starts validating from scratch, and CLI subprocesses inherit the setting.
+    os.environ.setdefault("OFFLINERL_CACHE_DIR", tempfile.mkdtemp(prefix="offlinerl-cache-"))
 
 
 @pytest.fixture(scope="session")

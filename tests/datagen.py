@@ -24,7 +24,7 @@ def _policy(env_id: str, obs: np.ndarray, rng: np.random.Generator, eps: float):
 
 
 def make_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 10, eps: float = 0.3, seed: int = 0,
-                 max_steps: int | None = None) -> Path:
+                 max_steps: int | None = None, rows_per_file: int | None = None) -> Path:
     """Record ``episodes`` episodes of an epsilon-noisy scripted controller."""
     env = gym.make(env_id, max_episode_steps=max_steps) if max_steps else gym.make(env_id)
     rng = np.random.default_rng(seed)
@@ -43,5 +43,5 @@ def make_dataset(path: Path, env_id: str = "CartPole-v1", episodes: int = 10, ep
         eps_list.append(SingleAgentEpisode(f"ep{i}", obs=np.array(o, dtype=np.float32), actions=np.array(a), rewards=r,
                                            terminated=term, truncated=trunc and not term))
     write_dataset(eps_list, path, observation_space=env.observation_space, action_space=env.action_space, env_id=env_id,
-                  rows_per_file=max(1, episodes // 3))
+                  rows_per_file=rows_per_file or max(1, episodes // 3))
     return path

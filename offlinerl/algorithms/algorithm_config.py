@@ -84,6 +84,10 @@ class DataConfig:
     """Streaming mode: transitions held in each learner's local shuffle buffer."""
     prefetch_batches: int = 2
     """Streaming mode: batches prefetched by each learner's iterator."""
+    stats_max_steps: int | None = 1_000_000
+    """Streaming mode: the observation statistics (``normalize_observations``) are fitted on about this many
+    steps at most: a fixed sample of the files (at least 16, or all) and of their episodes, so the time to the
+    first update does not grow with the dataset. None = every step (one full pass before training)."""
     map_concurrency: int | None = None
     """Parallel Ray Data tasks transforming episodes; None = CPUs in the cluster minus one (never all)."""
     holdout: HoldoutConfig | None = None
@@ -93,6 +97,7 @@ class DataConfig:
         _check(self.in_memory_max_bytes > 0, "data.in_memory_max_bytes", "must be positive")
         _check(self.shuffle_buffer_size >= 0, "data.shuffle_buffer_size", "must be >= 0")
         _check(self.prefetch_batches >= 0, "data.prefetch_batches", "must be >= 0")
+        _check(self.stats_max_steps is None or self.stats_max_steps >= 1, "data.stats_max_steps", "must be >= 1")
         _check(self.map_concurrency is None or self.map_concurrency >= 1, "data.map_concurrency", "must be >= 1")
 
 

@@ -181,6 +181,8 @@ def run_pipeline(
     t_start = time.perf_counter()
     init_ray(address)
     validation = None if skip_validation else require_valid(pipeline.dataset)
+    if validation is not None and validation.cached:
+        log(f"{pipeline.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     if resume_from is None:
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)
         resolved = {**to_dict(pipeline), "config": config.to_dict()}

@@ -7,8 +7,10 @@ connectors, vectorised over whole blocks)`` and then one of two modes:
   observation statistics are fitted on them, and each learner receives its
   shard as contiguous arrays (``InMemorySpec``) sampled uniformly;
 - **streaming** (larger than memory): a statistics pass first (if observations
-  are normalised), then a lazy dataset split per learner with
-  ``streaming_split`` and read with a local shuffle buffer (``StreamingSpec``).
+  are normalised: one Ray task per row group, over at most about
+  ``data.stats_max_steps`` steps of a fixed sample of files and episodes, so its
+  time does not grow with the dataset), then a lazy dataset split per learner
+  with ``streaming_split`` and read with a local shuffle buffer (``StreamingSpec``).
 
 Ray Data's parallelism is capped below the cluster's CPU count so the readers
 and the learners never starve each other (RLlib's default offline pipeline
@@ -17,12 +19,16 @@ deadlocks on 2 CPUs this way).
 
 from __future__ import annotations
 
+import functools
+import math
+import zlib
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 import pyarrow as pa
 
+from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   observation_connectors)
 from offlinerl.core import columns as C
@@ -30,14 +36,18 @@ from offlinerl.core.flatten import flat_dim
 from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
-from offlinerl.episodes import read_dataset, read_info
+from offlinerl.episodes import parquet_files, read_dataset, read_info
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
 
-__all__ = ["OfflineData", "episodes_to_transitions", "MODULE_COLUMN", "row_module_ids"]
+__all__ = ["OfflineData", "episodes_to_transitions", "sample_episodes", "MODULE_COLUMN", "row_module_ids"]
 
 _EPISODE_COLUMNS = [S.EPISODE_ID, S.OBS, S.ACTIONS, S.REWARDS, S.TERMINATED, S.TRUNCATED]
 #: Per-step column naming the module that learns from a transition (multi-agent datasets only).
 MODULE_COLUMN = "_module_id"
+#: Fewest files the streaming statistics sample reads (all, if fewer): files often differ systematically
+#: (one recording day or behaviour policy each), so a sample from a handful of files could be biased.
+STATS_MIN_FILES = 16
 
 
 def row_module_ids(table: pa.Table) -> np.ndarray:
@@ -46,6 +56,16 @@ def row_module_ids(table: pa.Table) -> np.ndarray:
     mids = table.column(S.MODULE_ID).to_pylist() if S.MODULE_ID in table.column_names else [None] * n
     aids = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * n
     return np.array(list(map(S.row_module_id, mids, aids)), dtype=object)
+
+
+def sample_episodes(table: pa.Table, fraction: float) -> pa.Table:
+    """The rows of about ``fraction`` of the episodes, chosen by a hash of ``(episode_id, agent_id)``: the same
+    rows whatever the blocks or the files' order, and every chunk of a chosen episode."""
+    ids = table.column(S.EPISODE_ID).to_pylist()
+    agents = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * len(ids)
+    limit = fraction * 2**32
+    keep = [zlib.crc32(f"{e}\0{a}".encode()) < limit for e, a in zip(ids, agents)]
+    return table.filter(pa.array(keep, type=pa.bool_()))
 
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
@@ -62,9 +82,20 @@ def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observ
     return batch
 
 
-def _obs_stats(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    x = np.asarray(batch[C.OBS], dtype=np.float64)
-    return {"count": np.array([len(x)]), "mean": x.mean(0, keepdims=True), "var": x.var(0, keepdims=True)}
+def _unit_obs_moments(unit: ScanUnit, *, columns: list[str], drop_episodes: np.ndarray | None, fraction: float,
+                      **transitions_kwargs: Any) -> dict[str, Any]:
+    """Count, mean and variance of the (flattened, unnormalised) observations of the transitions of one row group
+    (without the ``drop_episodes``; of about ``fraction`` of its episodes, see ``sample_episodes``)."""
+    moments = RunningMeanStd()
+    for _, batch in iter_unit_batches(unit, columns):
+        table = pa.Table.from_batches([batch])
+        if drop_episodes is not None:
+            table = keep_episodes(table, drop_episodes, held_out=False)
+        if fraction < 1.0:
+            table = sample_episodes(table, fraction)
+        if table.num_rows:
+            moments.update(episodes_to_transitions(table, **transitions_kwargs)[C.OBS])
+    return moments.get_state()
 
 
 class OfflineData:
@@ -206,15 +237,39 @@ class OfflineData:
             self._arrays = arrays
         return self._arrays
 
+    def stats_sample(self) -> tuple[list[str], float]:
+        """The files and the share of their episodes the streaming statistics pass reads: every file and episode
+        up to ``data.stats_max_steps`` steps; beyond, a fixed random choice of files (at least
+        ``STATS_MIN_FILES``) and the share of their episodes that makes about ``stats_max_steps`` steps."""
+        files = [str(f) for f in parquet_files(self.path)]
+        cap, steps = self.config.data.stats_max_steps, self.info.num_steps
+        if cap is None or steps <= cap:
+            return files, 1.0
+        k = min(len(files), max(STATS_MIN_FILES, math.ceil(len(files) * cap / steps)))
+        chosen = np.sort(np.random.default_rng(0).choice(len(files), k, replace=False))
+        return [files[i] for i in chosen], min(1.0, cap * len(files) / (steps * k))
+
     def fit_normalizer_streaming(self) -> None:
-        """Streaming mode: one pass over the data to fit the observation statistics (merged in order)."""
+        """Streaming mode: fit the observation statistics on the ``stats_sample`` (all of a dataset up to
+        ``data.stats_max_steps``), one Ray task per row group (``scan.run_units``), merged in file order."""
         if self.normalizer is None or self.normalizer_fitted:
             return
-        stats = self.transitions(normalize=False, preserve_order=True).map_batches(_obs_stats, batch_format="numpy", batch_size=None)
+        files, fraction = self.stats_sample()
         with reading(self.path):
-            for row in stats.iter_batches(batch_size=None, batch_format="numpy"):
-                for n, mean, var in zip(row["count"], row["mean"], row["var"]):
-                    self.normalizer.fit_moments(int(n), mean, var)
+            units, unreadable = plan_units(files)
+            if unreadable:
+                raise OSError(f"cannot read {next(iter(unreadable))}: {next(iter(unreadable.values()))}")
+            fn = functools.partial(
+                _unit_obs_moments, columns=_EPISODE_COLUMNS + [S.AGENT_ID] + list(self.extra_columns),
+                pipeline=self.learner_pipeline(normalize=False), observation_space=self.observation_space,
+                action_space=self.action_space, extra_columns=self.extra_columns, drop_episodes=self.holdout_ids,
+                fraction=fraction)
+            payloads = list(run_units(units, fn, desc="observation statistics"))
+        for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
+            if "read_error" in p:
+                raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
+            if p["count"]:
+                self.normalizer.fit_moments(p["count"], np.array(p["mean"]), np.array(p["var"]))
 
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:

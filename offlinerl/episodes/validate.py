@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes import validated
 from offlinerl.episodes.checks import ROW_CHECKS, check_unit
 from offlinerl.episodes.info import INFO_FILE as S_INFO
 from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
@@ -136,6 +137,9 @@ class ValidationReport:
     num_rows: int = 0
     ray_nodes: list[str] = field(default_factory=list)
     """The Ray nodes whose tasks checked the rows (sorted ids; more than one when run on a cluster)."""
+    cached: bool = False
+    """True when the report is the stored one of an earlier validation of the unchanged files
+    (:mod:`offlinerl.episodes.validated`), not a new reading of the data."""
 
     def check(self, name: str) -> CheckResult:
         return next(c for c in self.checks if c.name == name)
@@ -165,6 +169,13 @@ class ValidationReport:
             checks.append(d)
         return {"path": self.path, "valid": self.ok, "exit_code": self.exit_code, "readable": self.readable,
                 "num_files": self.num_files, "num_rows": self.num_rows, "ray_nodes": self.ray_nodes, "checks": checks}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], cached: bool = False) -> "ValidationReport":
+        """The report that ``to_json`` wrote (bad values come back as their JSON form)."""
+        checks = [CheckResult(**{**c, "examples": [Example(**e) for e in c["examples"]]}) for c in data["checks"]]
+        return cls(data["path"], checks, readable=data["readable"], num_files=data["num_files"],
+                   num_rows=data["num_rows"], ray_nodes=list(data["ray_nodes"]), cached=cached)
 
     def format(self) -> str:
         lines = [f"validate {self.path}: {self.num_files} parquet file(s), {self.num_rows:,} row(s)"
@@ -265,6 +276,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
         info_check.fail(1, [Example(S_INFO, None, None, str(exc).replace(str(Path(path)) + "/", ""))], limit)
         return _skip_rest(report, "needs a valid dataset.json")
 
+    before = validated.current(path)  # what a valid report is recorded under, if nothing changes meanwhile
     files = parquet_files(path)
     report.num_files = len(files)
     files_check, schema_check = report.check("files"), report.check("schema")
@@ -320,6 +332,8 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
         _skip(report.check("counts"), "not every file is readable")
     else:
         _check_counts(report.check("counts"), info, rows, limit)
+    if report.ok:
+        validated.record(path, report.to_json(), before)
     return report
 
 
@@ -335,8 +349,16 @@ def require_valid(path: str | Path, max_examples: int = 5) -> ValidationReport:
     """The preflight of a training job: validate ``path``; raise :class:`InvalidDatasetError` unless valid.
 
     Warnings (observations outside their space) pass; any failed error-level check
-    or an unreadable file stops the job before it spends compute.
+    or an unreadable file stops the job before it spends compute. A dataset whose files have not
+    changed since they passed is not read again: the stored report comes back with ``cached=True``
+    (:mod:`offlinerl.episodes.validated`).
     """
+    stored = validated.lookup(path)
+    if stored is not None:
+        try:
+            return ValidationReport.from_json(stored, cached=True)
+        except (KeyError, TypeError, ValueError):
+            pass  # a record of another version's layout: validate again
     report = validate_dataset(path, max_examples=max_examples)
     if not report.ok:
         raise InvalidDatasetError(report)

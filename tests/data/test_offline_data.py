@@ -1,4 +1,6 @@
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -6,6 +8,7 @@ from offlinerl.algorithms.algorithm_config import DataConfig
 from offlinerl.algorithms.marwil import MARWILConfig
 from offlinerl.core import columns as C
 from offlinerl.data import InMemorySource, OfflineData
+from offlinerl.data.offline_data import sample_episodes
 from offlinerl.episodes import load_episodes
 from tests.datagen import make_dataset
 
@@ -54,3 +57,47 @@ def test_in_memory_source_is_uniform_and_reproducible():
         x, y = a.next_batch()[C.DEFAULT_MODULE_ID], b.next_batch()[C.DEFAULT_MODULE_ID]
         torch.testing.assert_close(x[C.OBS][:, 0].long(), x[C.ACTIONS])
         torch.testing.assert_close(x[C.ACTIONS], y[C.ACTIONS])
+
+
+def test_streaming_statistics_of_a_large_dataset_come_from_a_fixed_sample_of_files_and_whole_episodes(ray_session, tmp_path):
+    path = make_dataset(tmp_path / "many-files", episodes=60, rows_per_file=3)  # 20 files of 3 episodes
+    eps = load_episodes(path)
+    total = sum(len(e) for e in eps)
+    full = OfflineData(path, MARWILConfig(normalize_observations=True, data=DataConfig(mode="streaming")))
+    files, fraction = full.stats_sample()
+    assert (len(files), fraction) == (20, 1.0)
+    full.fit_normalizer_streaming()
+    raw = np.concatenate([e.obs[:-1] for e in eps]).astype(np.float64)
+    assert full.normalizer.stats.count == total
+    np.testing.assert_allclose(full.normalizer.stats.mean, raw.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(full.normalizer.stats.var, raw.var(0), rtol=1e-8)
+
+    cap = total // 4
+    cfg = MARWILConfig(normalize_observations=True, data=DataConfig(mode="streaming", stats_max_steps=cap))
+    sampled, again = OfflineData(path, cfg), OfflineData(path, cfg)
+    files, fraction = sampled.stats_sample()
+    assert len(files) == 16 and fraction == pytest.approx(cap * 20 / (total * 16))  # at least 16 files, then episodes
+    sampled.fit_normalizer_streaming()
+    again.fit_normalizer_streaming()
+    assert sampled.normalizer.get_state() == again.normalizer.get_state()  # the same sample every time
+    # The sample is whole episodes of the chosen files: their observations' moments, exactly.
+    by_id = {e.id: e for e in eps}
+    chosen = sorted(i for f in files for i in pq.read_table(f, columns=["episode_id"]).column("episode_id").to_pylist())
+    table = pa.table({"episode_id": chosen, "agent_id": pa.array([None] * len(chosen), pa.string())})
+    kept = sample_episodes(table, fraction).column("episode_id").to_pylist()
+    obs = np.concatenate([by_id[i].obs[:-1] for i in kept]).astype(np.float64)
+    assert 0 < sampled.normalizer.stats.count == len(obs) < total
+    np.testing.assert_allclose(sampled.normalizer.stats.mean, obs.mean(0), rtol=1e-10)
+    np.testing.assert_allclose(sampled.normalizer.stats.var, obs.var(0), rtol=1e-8)
+
+
+def test_sample_episodes_keeps_every_chunk_of_a_kept_episode_whatever_the_order():
+    ids = [f"e{i}" for i in range(200)]
+    table = pa.table({"episode_id": ids + ids, "agent_id": [None] * 400, "chunk_index": [0] * 200 + [1] * 200})
+    kept = sample_episodes(table, 0.3)
+    reversed_kept = sample_episodes(table.take(list(range(399, -1, -1))), 0.3)
+    assert sorted(kept.column("episode_id").to_pylist()) == sorted(reversed_kept.column("episode_id").to_pylist())
+    counts = {}
+    for i in kept.column("episode_id").to_pylist():
+        counts[i] = counts.get(i, 0) + 1
+    assert set(counts.values()) == {2} and 30 <= len(counts) <= 90  # both chunks; about 60 of 200
