@@ -81,9 +81,10 @@ class DataConfig:
     in_memory_max_bytes: int = 2 * 1024**3
     """Size (estimated from dataset.json) up to which "auto" picks in-memory mode."""
     shuffle_buffer_size: int = 10_000
-    """Streaming mode: transitions held in each learner's local shuffle buffer."""
+    """Streaming mode: each learner pools whole Ray Data blocks until it holds at least this many transitions,
+    then serves them as minibatches in a random order (every transition once per epoch)."""
     prefetch_batches: int = 2
-    """Streaming mode: batches prefetched by each learner's iterator."""
+    """Streaming mode: blocks prefetched by each learner's iterator (at least 1)."""
     stats_max_steps: int | None = 1_000_000
     """Streaming mode: the observation statistics (``normalize_observations``) are fitted on about this many
     steps at most: a fixed sample of the files (at least 16, or all) and of their episodes, so the time to the

@@ -295,7 +295,9 @@ class OfflineData:
             ]
         self.fit_normalizer_streaming()
         ds = self.transitions(normalize=True, shuffle_files=True)
-        iterables = [ds] if num_shards == 1 else ds.streaming_split(num_shards, equal=True)
+        # streaming_split even for one learner: the split's executor then runs in a coordinator actor, not in the
+        # learner's process, whose Python thread it slowed by a third (BC, 64x64: 360 -> 590 updates/s, in-memory 550).
+        iterables = ds.streaming_split(num_shards, equal=True)
         d = self.config.data
         return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i) for i, it in enumerate(iterables)]
 

@@ -3,9 +3,9 @@
 - ``InMemorySource``: every transition as one contiguous tensor per column (on the
   learner's device); a minibatch is one ``randint`` + one ``index_select`` per
   column into reused buffers: no per-sample Python, no allocation per update.
-- ``StreamingSource``: ``iter_torch_batches`` over a Ray Dataset or a
-  ``streaming_split`` shard, with a local shuffle buffer; a new epoch starts when
-  one ends.
+- ``StreamingSource``: whole blocks from ``iter_torch_batches`` over a Ray Dataset
+  or a ``streaming_split`` shard, pooled to at least the shuffle buffer's size,
+  permuted and served as minibatches; a new epoch starts when one ends.
 - ``FixedBatchSource``: the same batch every time (tests, DDP equivalence).
 """
 
@@ -68,13 +68,17 @@ class InMemorySource:
 class StreamingSource:
     """Batches streamed from a Ray Dataset or ``DataIterator`` (one learner's shard), epoch after epoch.
 
-    Ray Data hands over ``fetch_factor`` minibatches at a time (its per-batch cost
-    is paid once per chunk); the chunk is permuted and sliced into minibatches
-    here, on top of Ray Data's local shuffle buffer.
+    Ray Data hands over whole blocks (``iter_torch_batches(batch_size=None)``: no re-batching and no per-row
+    work on the learner's side, whose Python thread the updates need). Blocks are pooled until the pool holds
+    at least ``shuffle_buffer_size`` transitions (and one batch); the pool is permuted and served as
+    minibatches, and what is left (less than a batch) joins the next pool. So every transition is served
+    once per epoch, in random order within windows of at least ``shuffle_buffer_size`` transitions (and at
+    least one whole block: a parquet file's share, as the files are read in a shuffled order); a last
+    remainder smaller than one batch is dropped at the end of an epoch.
     """
 
     def __init__(self, iterable: Any, batch_size: int, shuffle_buffer_size: int, prefetch_batches: int, seed: int,
-                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID, fetch_factor: int = 16) -> None:
+                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID) -> None:
         self.iterable = iterable
         self.batch_size = batch_size
         self.shuffle_buffer_size = shuffle_buffer_size
@@ -82,46 +86,57 @@ class StreamingSource:
         self.seed = seed
         self.device = torch.device(device)
         self.module_id = module_id
-        self.fetch_factor = max(1, fetch_factor)
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
         self._it = None
-        self._chunk: dict[str, torch.Tensor] | None = None
+        self._pool: dict[str, torch.Tensor] | None = None
         self._order: torch.Tensor | None = None
         self._pos = 0
 
     def _start_epoch(self) -> None:
         self.close()
-        self._it = iter(self.iterable.iter_torch_batches(
-            batch_size=self.batch_size * self.fetch_factor,
-            local_shuffle_buffer_size=self.shuffle_buffer_size or None,
-            local_shuffle_seed=self.seed + self.epoch if self.shuffle_buffer_size else None,
-            drop_last=False,
-            prefetch_batches=self.prefetch_batches,
-            device=str(self.device),
-        ))
+        self._it = iter(self.iterable.iter_torch_batches(batch_size=None, prefetch_batches=max(1, self.prefetch_batches),
+                                                          device=str(self.device)))
         self.epoch += 1
 
-    def _next_chunk(self) -> None:
-        for attempt in range(2):
+    def _leftover(self) -> list[dict[str, torch.Tensor]]:
+        if self._pool is None or self._pos >= len(self._order):
+            return []
+        rest = self._order[self._pos:]
+        return [{k: v.index_select(0, rest) for k, v in self._pool.items()}]
+
+    def _refill(self) -> None:
+        blocks = self._leftover()
+        rows = sum(len(next(iter(b.values()))) for b in blocks)
+        need = max(self.batch_size, self.shuffle_buffer_size)
+        restarts = 0
+        while rows < need:
             if self._it is None:
                 self._start_epoch()
-            for chunk in self._it:
-                n = len(next(iter(chunk.values())))
-                if n >= self.batch_size:
-                    self._chunk = chunk
-                    self._order = torch.randperm(n, generator=self.generator).to(self.device)
-                    self._pos = 0
-                    return
-            self._it = None  # epoch over (a last chunk smaller than one batch is dropped)
-        raise RuntimeError(f"a data shard has fewer transitions than train_batch_size={self.batch_size}")
+            block = next(self._it, None)
+            if block is not None:
+                n = len(next(iter(block.values())))
+                if n:
+                    blocks.append(block)
+                    rows += n
+                continue
+            self._it = None  # the epoch is over
+            if rows >= self.batch_size:
+                break  # serve what the epoch left
+            blocks, rows = [], 0  # a remainder smaller than one batch is dropped
+            restarts += 1
+            if restarts > 1:
+                raise RuntimeError(f"a data shard has fewer transitions than train_batch_size={self.batch_size}")
+        self._pool = blocks[0] if len(blocks) == 1 else {k: torch.cat([b[k] for b in blocks]) for k in blocks[0]}
+        self._order = torch.randperm(rows, generator=self.generator).to(self.device)
+        self._pos = 0
 
     def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
-        if self._chunk is None or self._pos + self.batch_size > len(self._order):
-            self._next_chunk()
+        if self._pool is None or self._pos + self.batch_size > len(self._order):
+            self._refill()
         idx = self._order[self._pos:self._pos + self.batch_size]
         self._pos += self.batch_size
-        return {self.module_id: {k: v.index_select(0, idx) for k, v in self._chunk.items()}}
+        return {self.module_id: {k: v.index_select(0, idx) for k, v in self._pool.items()}}
 
     def close(self) -> None:
         """Stop the current epoch's iterator (and its prefetching) now."""
@@ -136,7 +151,7 @@ class StreamingSource:
         # A stream cannot be rewound exactly; a restored job starts a fresh epoch.
         self.epoch = int(state.get("epoch", 0))
         self.close()
-        self._chunk = None
+        self._pool = self._order = None
 
 
 class FixedBatchSource:

@@ -101,3 +101,23 @@ def test_sample_episodes_keeps_every_chunk_of_a_kept_episode_whatever_the_order(
     for i in kept.column("episode_id").to_pylist():
         counts[i] = counts.get(i, 0) + 1
     assert set(counts.values()) == {2} and 30 <= len(counts) <= 90  # both chunks; about 60 of 200
+
+
+def test_streaming_source_serves_every_transition_once_per_epoch_in_shuffled_pools(ray_session):
+    import ray.data
+
+    from offlinerl.data.sources import StreamingSource
+
+    ds = ray.data.from_items([{"x": i} for i in range(1000)], override_num_blocks=7)  # blocks of ~143 rows
+    src = StreamingSource(ds, batch_size=32, shuffle_buffer_size=300, prefetch_batches=1, seed=0)
+    served = [src.next_batch()[C.DEFAULT_MODULE_ID]["x"] for _ in range(31)]
+    values = torch.cat(served).tolist()
+    assert len(values) == len(set(values)) == 992 and src.epoch == 1  # 1000 // 32 batches, no repeat
+    first_pool = torch.cat(served[:9]).tolist()  # the first pool: >= 300 rows, i.e. 3 blocks, permuted
+    assert first_pool != sorted(first_pool) and max(first_pool) < 3 * 143 + 3
+    src.next_batch()
+    assert src.epoch == 2  # the 8 rows left at the end of epoch 1 were dropped; epoch 2 started
+    again = StreamingSource(ds, batch_size=32, shuffle_buffer_size=300, prefetch_batches=1, seed=0)
+    assert torch.equal(again.next_batch()[C.DEFAULT_MODULE_ID]["x"], served[0])  # same seed, same order
+    with pytest.raises(RuntimeError, match="fewer transitions than train_batch_size=2000"):
+        StreamingSource(ds, batch_size=2000, shuffle_buffer_size=0, prefetch_batches=1, seed=0).next_batch()
