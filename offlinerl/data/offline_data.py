@@ -10,7 +10,8 @@ connectors, vectorised over whole blocks)`` and then one of two modes:
   are normalised: one Ray task per row group, over at most about
   ``data.stats_max_steps`` steps of a fixed sample of files and episodes, so its
   time does not grow with the dataset), then a lazy dataset split per learner
-  with ``streaming_split`` and read with a local shuffle buffer (``StreamingSpec``).
+  with ``streaming_split``, read as whole blocks pooled and permuted in each
+  learner (``StreamingSpec``).
 
 Ray Data's parallelism is capped below the cluster's CPU count so the readers
 and the learners never starve each other (RLlib's default offline pipeline
@@ -28,9 +29,9 @@ from typing import Any, Mapping
 import numpy as np
 import pyarrow as pa
 
-from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   observation_connectors)
+from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
 from offlinerl.data.errors import reading
@@ -265,11 +266,11 @@ class OfflineData:
                 action_space=self.action_space, extra_columns=self.extra_columns, drop_episodes=self.holdout_ids,
                 fraction=fraction)
             payloads = list(run_units(units, fn, desc="observation statistics"))
-        for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
-            if "read_error" in p:
-                raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
-            if p["count"]:
-                self.normalizer.fit_moments(p["count"], np.array(p["mean"]), np.array(p["var"]))
+            for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
+                if "read_error" in p:
+                    raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
+                if p["count"]:
+                    self.normalizer.fit_moments(p["count"], np.array(p["mean"]), np.array(p["var"]))
 
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:
