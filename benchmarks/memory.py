@@ -44,6 +44,9 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.convert_bench import _descendants, _mem_kb  # noqa: E402
 EPISODE_STEPS = 200
 G, DT, MAX_SPEED, MAX_TORQUE = 10.0, 0.05, 8.0, 2.0
 
@@ -139,32 +142,9 @@ def make(steps: int, out: str, seed: int, sigma: float, block: int, overwrite: b
 
 
 # -- measuring ------------------------------------------------------------------------------------------
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
 def tree_pss(root: int) -> int:
-    """PSS in bytes of ``root`` and all its descendants."""
-    total, stack, seen = 0, [root], set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        stack.extend(_children(pid))
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except OSError:
-            pass
-    return total
+    """PSS in bytes of ``root`` and all its descendants (found by parent pid, as ``convert_bench.py`` does)."""
+    return sum(_mem_kb(pid)[1] for pid in _descendants(root)) * 1024
 
 
 class Cgroup:
