@@ -92,6 +92,7 @@ def record(path: str | Path, report: dict[str, Any], before: str | None) -> None
     if before is None or current(path) != before:
         return
     record_path = _record_path(before)
+    tmp = None
     try:
         record_path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=record_path.parent, suffix=".tmp")
@@ -99,4 +100,5 @@ def record(path: str | Path, report: dict[str, Any], before: str | None) -> None
             json.dump({"dataset": str(Path(path).resolve()), "report": report}, f)
         os.replace(tmp, record_path)
     except OSError:
-        pass
+        if tmp is not None:  # a full disk mid-write: leave no half-written temp file behind
+            Path(tmp).unlink(missing_ok=True)
