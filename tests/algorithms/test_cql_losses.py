@@ -90,6 +90,36 @@ def test_continuous_cql_terminated_backup_entropy_and_bc_warmup():
     assert after.losses["actor"].item() == pytest.approx(0.0)
 
 
+def test_calql_floors_the_policy_actions_q_at_the_return_to_go():
+    module = TinyContinuous(log_alpha=LN2)
+    cal = replace(CFG, calibrated=True)
+    out = L.cql_continuous_loss({**_batch(), "returns_to_go": torch.tensor([1.5])}, module, cal, update_index=0)
+    # member 0: Q = 1 < G = 1.5, so its four policy-action logits become 1.5 − log π (the uniform ones stay);
+    # member 1: Q = 2 > G, unchanged
+    gap0 = math.log(4 * E + 2 * E + 2 * E ** 0.5) - 1
+    assert out.metrics["cql/gap"].item() == pytest.approx((gap0 + GAP1) / 2)
+    assert out.metrics["cql/td_loss"].item() == pytest.approx(0.82)  # the TD target does not use G
+    scaled = L.cql_continuous_loss({**_batch(), "returns_to_go": torch.tensor([1.5])}, module,
+                                   replace(cal, reward_scale=2.0), update_index=0)  # G·reward_scale = 3 > Q of both
+    gap0, gap1 = math.log(4 * E + 2 * E ** 2.5 + 2 * E ** 2) - 1, math.log(6 * E ** 2 + 2 * E ** 2.5) - 2
+    assert scaled.metrics["cql/gap"].item() == pytest.approx((gap0 + gap1) / 2)
+    (grad,) = torch.autograd.grad(out.losses["critic"], [module.c])
+    # only the uniform actions' Q (and Q(s, a_data)) move member 0; floored values carry no gradient
+    w_uniform = 4 * E / (4 * E + 2 * E + 2 * E ** 0.5)
+    assert grad[0].item() == pytest.approx(2 * (1 - 1.9) + w_uniform - 1)
+    assert L.calibrate(torch.tensor([[1.0, 3.0]]), torch.tensor([2.0, 2.0])).tolist() == [[2.0, 3.0]]
+
+
+def test_calql_config_adds_returns_to_go_to_the_learner_batch():
+    from offlinerl.connectors import ComputeReturnsToGo
+
+    plain = CQLConfig().learner_connectors(None, None)
+    assert not any(isinstance(c, ComputeReturnsToGo) for c in plain)
+    (rtg,) = [c for c in CQLConfig(calibrated=True, gamma=0.9).learner_connectors(None, None)
+              if isinstance(c, ComputeReturnsToGo)]
+    assert rtg.gamma == 0.9
+
+
 def test_continuous_cql_uniform_density_uses_the_box_width():
     module = TinyContinuous(log_alpha=LN2)
     module.action_low.fill_(-2.0)
@@ -160,6 +190,18 @@ def test_discrete_cql_loss_by_hand():
     assert terminal.metrics["cql/target_mean"].item() == pytest.approx(1.0)
     (grad,) = torch.autograd.grad(out.losses["critic"], [module.logits], allow_unused=True)
     assert grad is None
+
+
+def test_discrete_calql_floors_every_action_at_the_return_to_go():
+    module = TinyDiscrete(w=[[1.0, 2.0], [2.0, 0.0]], target_w=[[3.0, 1.0], [0.0, 4.0]])
+    gap = L.discrete_conservative_gap(module.all_q_values(torch.tensor([[1.0]])), torch.tensor([0]),
+                                      reference=torch.tensor([1.5]))
+    # member 0: [max(1, 1.5), 2] vs Q(s, 0) = 1; member 1: [2, max(0, 1.5)] vs 2
+    assert gap.tolist() == pytest.approx([math.log(E ** 1.5 + E ** 2) - 1, math.log(E ** 2 + E ** 1.5) - 2])
+    batch = {"obs": torch.tensor([[1.0]]), "next_obs": torch.tensor([[1.0]]), "actions": torch.tensor([0]),
+             "rewards": torch.tensor([1.0]), "terminateds": torch.tensor([0.0]), "returns_to_go": torch.tensor([1.5])}
+    out = L.cql_discrete_loss(batch, module, replace(CFG, gamma=0.5, calibrated=True))
+    assert out.metrics["cql/gap"].item() == pytest.approx(gap.mean().item())
 
 
 def test_config_validation_names_the_field():

@@ -53,6 +53,10 @@ class CQLConfig(AlgorithmConfig):
     """Updates at the start during which the actor maximises log π(a_data|s) instead of Q."""
     backup_entropy: bool = False
     """Subtract α·log π(a'|s') in the TD target (SAC-style soft backup)."""
+    calibrated: bool = False
+    """Cal-QL (Nakamoto et al. 2023): the penalty pushes the Q of the policy's actions (continuous) or of every
+    action (discrete) down no further than the data's discounted return-to-go from s, so values stay on the
+    scale of real returns and online fine-tuning does not begin by unlearning. Needs complete episodes."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -68,6 +72,12 @@ class CQLConfig(AlgorithmConfig):
 
     def module_config(self) -> dict:
         return {**super().module_config(), "num_critics": self.num_critics}
+
+    def learner_connectors(self, observation_space, action_space):
+        from offlinerl.connectors import ComputeReturnsToGo
+
+        episode = super().learner_connectors(observation_space, action_space)
+        return [*episode, ComputeReturnsToGo(self.gamma)] if self.calibrated else episode
 
 
 def _check(ok: bool, field: str, value: object, rule: str) -> None:

@@ -5,7 +5,9 @@ Continuous, per update on a batch (s, a, r, s', terminated):
   critic   = Σ_e [ mean (Q_e(s,a) − y)² + α' · gap_e ]
   gap_e    = mean_s [ T · logsumexp_k((Q_e(s, a_k) − log μ_k(a_k)) / T) − Q_e(s, a) ]
              over 3N actions: N uniform over the action box (log μ = −Σ log(high − low)),
-             N from π(·|s) and N from π(·|s') (log μ = log π, detached)
+             N from π(·|s) and N from π(·|s') (log μ = log π, detached);
+             `calibrated` (Cal-QL): the Q of the 2N policy actions is max(Q, G(s)), G the
+             data's discounted return-to-go from s (×reward_scale)
   actor    = mean [ α · log π(ã|s) − min_e Q_e(s, ã) ],   ã ~ π(·|s) reparameterised
              (first `bc_warmup_updates` updates: mean [ α · log π(ã|s) − log π(a|s) ])
   alpha    = −mean [ log α · (log π(ã|s) + H̄) ]                 (H̄ = −|A| by default)
@@ -14,6 +16,7 @@ Continuous, per update on a batch (s, a, r, s', terminated):
 Discrete:
   y        = r + γ(1 − terminated) · min_e Q̄_e(s', argmax_b min_e Q_e(s', b))   (double DQN)
   critic   = Σ_e [ mean (Q_e(s,a) − y)² + α' · mean_s (logsumexp_b Q_e(s, b) − Q_e(s, a)) ]
+             (`calibrated`: logsumexp_b max(Q_e(s, b), G(s)))
 
 The module provides (shapes: E ensemble members, N samples, B batch):
   sample_actions(obs [B,O], n) -> actions [n,B,A], log_probs [n,B]   (reparameterised)
@@ -30,12 +33,13 @@ from torch import Tensor
 
 from offlinerl import ops
 from offlinerl.algorithms.cql.config import CQLConfig
-from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
+from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, RETURNS_TO_GO, REWARDS, TERMINATEDS
 from offlinerl.core.loss import LossOut
 
 __all__ = [
     "actor_loss",
     "bc_actor_loss",
+    "calibrate",
     "conservative_gap",
     "cql_continuous_loss",
     "cql_discrete_loss",
@@ -54,6 +58,11 @@ def penalty_logits(q_rand: Tensor, log_density_rand: float, q_pi: Tensor, logp_p
     q_* are [E,N,B]; logp_* are [N,B]; log_density_rand is the scalar log density of the uniform box.
     """
     return torch.cat([q_rand - log_density_rand, q_pi - logp_pi, q_next_pi - logp_next_pi], dim=1)
+
+
+def calibrate(q: Tensor, reference: Tensor) -> Tensor:
+    """Cal-QL's lower bound: max(Q, reference) for Q [..., B] and the per-state reference value [B]."""
+    return torch.maximum(q, reference)
 
 
 def conservative_gap(q_data: Tensor, logits: Tensor, temperature: float = 1.0) -> Tensor:
@@ -83,10 +92,12 @@ def lagrange_loss(log_cql_alpha: Tensor, gap: Tensor, target_gap: float, max_alp
     return -(cql_alpha * (gap.detach() - target_gap)).mean()
 
 
-def discrete_conservative_gap(q_all: Tensor, actions: Tensor) -> Tensor:
-    """Per member [E]: mean_b [logsumexp_a Q_e(s_b, a) − Q_e(s_b, a_b)] for q_all [E,B,A], actions [B]."""
+def discrete_conservative_gap(q_all: Tensor, actions: Tensor, reference: Tensor | None = None) -> Tensor:
+    """Per member [E]: mean_b [logsumexp_a Q_e(s_b, a) − Q_e(s_b, a_b)] for q_all [E,B,A], actions [B];
+    with a per-state ``reference`` [B] (Cal-QL) the logsumexp is over max(Q_e(s_b, a), reference_b)."""
     q_data = q_all.gather(-1, actions.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
-    return (torch.logsumexp(q_all, dim=-1) - q_data).mean(dim=-1)
+    pushed = q_all if reference is None else calibrate(q_all, reference.unsqueeze(-1))
+    return (torch.logsumexp(pushed, dim=-1) - q_data).mean(dim=-1)
 
 
 def double_dqn_next_value(next_q_online: Tensor, next_q_target: Tensor) -> Tensor:
@@ -114,9 +125,11 @@ def cql_continuous_loss(batch: dict[str, Tensor], module, config: CQLConfig, *, 
     # All data and sampled actions scored by the Q ensemble in one forward.
     all_actions = torch.cat([act.unsqueeze(0), a_rand, a_pi, a_next_pi])  # [3N+1,B,A]
     q = module.q_values(obs.unsqueeze(0).expand(3 * n + 1, -1, -1), all_actions)  # [E,3N+1,B]
-    q_data = q[:, 0]
-    logits = penalty_logits(q[:, 1:1 + n], ops.uniform_box_log_density(low, high),
-                            q[:, 1 + n:1 + 2 * n], logp_pi, q[:, 1 + 2 * n:], logp_next_pi)
+    q_data, q_pi, q_next_pi = q[:, 0], q[:, 1 + n:1 + 2 * n], q[:, 1 + 2 * n:]
+    if config.calibrated:
+        reference = config.reward_scale * batch[RETURNS_TO_GO]  # [B]
+        q_pi, q_next_pi = calibrate(q_pi, reference), calibrate(q_next_pi, reference)
+    logits = penalty_logits(q[:, 1:1 + n], ops.uniform_box_log_density(low, high), q_pi, logp_pi, q_next_pi, logp_next_pi)
     gap = conservative_gap(q_data, logits, config.cql_temperature)  # [E]
 
     alpha = module.log_alpha.exp()
@@ -164,7 +177,8 @@ def cql_discrete_loss(batch: dict[str, Tensor], module, config: CQLConfig) -> Lo
         y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
     q_data = q_all.gather(-1, act.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
     td = ops.ensemble_mse(q_data, y)
-    gap = discrete_conservative_gap(q_all, act)
+    reference = config.reward_scale * batch[RETURNS_TO_GO] if config.calibrated else None
+    gap = discrete_conservative_gap(q_all, act, reference)
     critic = td + config.cql_weight * gap.sum()
     metrics = {"cql/td_loss": td.detach(), "cql/gap": gap.detach().mean(),
                "cql/q_data_mean": q_data.detach().mean(), "cql/target_mean": y.mean()}
