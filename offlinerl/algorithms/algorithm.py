@@ -38,6 +38,7 @@ from offlinerl.algorithms.online.config import OnlineConfig
 from offlinerl.algorithms.online.experience import OnlineExperience
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
 from offlinerl.core import columns as C
+from offlinerl.core.learner import POLICY_OPTIMIZERS
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.offline_data import OfflineData
@@ -175,7 +176,9 @@ class Algorithm:
         if shards is not None:
             self.experience.replay_size = self.learner_group.add_online(shards)
         t2 = time.perf_counter()
-        metrics = dict(self.learner_group.update(self.config.updates_per_iteration))
+        warmup = self.iteration < self.online.critic_warmup_iterations
+        metrics = dict(self.learner_group.update(self.config.updates_per_iteration,
+                                                 hold=POLICY_OPTIMIZERS if warmup else ()))
         t3 = time.perf_counter()
         self.env_steps += sum(len(c) for c in chunks)
         self.weights_seq_no += 1
@@ -184,6 +187,7 @@ class Algorithm:
             "online/env_steps": float(self.env_steps),
             "online/replay_size": float(self.experience.replay_size),
             "online/weights_seq_no": float(self.weights_seq_no),
+            "online/policy_held": float(warmup),
             "perf/sample_s": t1 - t0,
             "perf/replay_add_s": t2 - t1,
             "perf/update_s": t3 - t2,

@@ -15,7 +15,9 @@ weights however it is written. Under ``torch.distributed`` the gradients of all
 optimizers are averaged across learners in one coalesced all-reduce per update
 (DDP semantics: replicas stay identical), then clipped per optimizer, then
 stepped. ``run_updates`` performs many updates per call with metrics kept as
-tensors and reduced once.
+tensors and reduced once. Both take ``hold``: optimizer names not stepped in
+those updates (their loss terms are computed but not differentiated), e.g.
+``POLICY_OPTIMIZERS`` while fine-tuning's critics warm up.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from offlinerl.core import columns as C
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
 
-__all__ = ["Learner", "BatchSource", "OptimizerKey"]
+__all__ = ["Learner", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
 
 OptimizerKey = tuple[str, str]  # (module_id, optimizer name)
+
+#: Optimizers that move what the agent does: the policy ("actor") and SAC's entropy temperature ("alpha").
+POLICY_OPTIMIZERS = ("actor", "alpha")
 TensorBatch = dict[str, torch.Tensor]
 
 
@@ -121,8 +126,9 @@ class Learner:
     def optimizer(self, module_id: str, name: str) -> torch.optim.Optimizer:
         return self._optimizers[(module_id, name)]
 
-    def update(self, batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """One gradient step on ``batch`` ({module_id: batch}, or a plain batch for a single module)."""
+    def update(self, batch: Mapping[str, Any], hold: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch`` ({module_id: batch}, or a plain batch for a single module); the
+        optimizers named in ``hold`` are not stepped."""
         assert self.module is not None, "call build() first"
         batches = self._per_module(batch)
         self.before_gradient_based_update(self.timestep)
@@ -143,6 +149,8 @@ class Learner:
                 metrics[f"{prefix}losses/{name}"] = loss.detach()
             for k, v in out.metrics.items():
                 metrics[f"{prefix}{k}"] = v.detach()
+        if hold:
+            losses = {key: loss for key, loss in losses.items() if key[1] not in hold}
         self._apply_gradients(losses, metrics, single)
         self.timestep += 1
         self.after_gradient_based_update(self.timestep)
@@ -189,14 +197,14 @@ class Learner:
                 metrics[label] = norm.detach()
             self._optimizers[key].step()
 
-    def run_updates(self, source: BatchSource, num_updates: int) -> dict[str, float]:
-        """``num_updates`` updates on batches from ``source``; metrics averaged, synced once."""
+    def run_updates(self, source: BatchSource, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
+        """``num_updates`` updates on batches from ``source`` (``hold``: as in ``update``); metrics averaged, synced once."""
         if num_updates < 1:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
         names: list[str] | None = None
         sums: list[torch.Tensor] = []
         for _ in range(num_updates):
-            m = self.update(source.next_batch())
+            m = self.update(source.next_batch(), hold)
             if names is None:
                 names = list(m)
                 sums = [v.clone().float() for v in m.values()]

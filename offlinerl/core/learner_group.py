@@ -65,10 +65,10 @@ class _LearnerWorker:
         self.source = spec.build(self.learner.device)
         return True
 
-    def run_updates(self, num_updates: int) -> dict[str, float]:
+    def run_updates(self, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
         if self.source is None:
             raise RuntimeError("the learner has no data source: call LearnerGroup.set_sources first")
-        return self.learner.run_updates(self.source, num_updates)
+        return self.learner.run_updates(self.source, num_updates, tuple(hold))
 
     def _online_source(self) -> Any:
         if not hasattr(self.source, "add_online"):
@@ -193,9 +193,10 @@ class LearnerGroup:
         returns the transitions all replays hold."""
         return self._per_learner("restore_online", shards)
 
-    def update(self, num_updates: int) -> dict[str, float]:
-        """``num_updates`` updates on every learner (one call each); metrics averaged over learners."""
-        return _mean_metrics(self._call("run_updates", same=(num_updates,)))
+    def update(self, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
+        """``num_updates`` updates on every learner (one call each); metrics averaged over learners. The optimizers
+        named in ``hold`` are not stepped (``Learner.update``)."""
+        return _mean_metrics(self._call("run_updates", same=(num_updates, tuple(hold))))
 
     def update_from_batch(self, batch: Mapping[str, np.ndarray]) -> dict[str, float]:
         """One update on ``batch``, split into equal consecutive shards, one per learner."""

@@ -91,6 +91,21 @@ def test_run_updates_averages_metrics_and_counts():
     assert out["learner/updates"] == 3.0
 
 
+def test_held_optimizers_are_not_stepped_and_the_rest_are():
+    learner = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    ref = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    m = learner.module[C.DEFAULT_MODULE_ID]
+    pi_before = [p.detach().clone() for p in m.policy_parameters()]
+    batches = [_batch(seed=s) for s in range(3)]
+    out = learner.run_updates(_Fixed(batches), 3, hold=("actor",))
+    assert all(torch.equal(a, b) for a, b in zip(pi_before, m.policy_parameters()))
+    assert out["learner/updates"] == 3.0 and "losses/actor" in out  # held terms are still reported
+    learner.update(batches[0])  # released: the actor moves exactly as a fresh learner's first step
+    ref.update(batches[0])
+    ref_m = ref.module[C.DEFAULT_MODULE_ID]
+    assert all(torch.equal(a, b) for a, b in zip(ref_m.policy_parameters(), m.policy_parameters()))
+
+
 def test_grad_clip_reports_norm_and_state_round_trip_is_exact():
     class Clip(Cfg):
         grad_clip = 0.01

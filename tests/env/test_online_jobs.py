@@ -173,3 +173,26 @@ def test_resuming_an_offline_checkpoint_as_an_online_job_is_refused(pendulum_iql
 
     with pytest.raises(CheckpointError, match="holds no online replay"):
         Algorithm.from_checkpoint(pendulum_iql, online=OnlineConfig(env_steps_per_iteration=10))
+
+
+def test_critic_warmup_holds_the_policy_while_the_critics_learn_then_releases_it(pendulum_iql):
+    online = OnlineConfig(env_steps_per_iteration=100, num_envs=1, critic_warmup_iterations=2)
+    algo = Algorithm.from_checkpoint(pendulum_iql, online=online, resume=False,
+                                     overrides={"updates_per_iteration": 5, "evaluation": {"interval": 0}})
+    try:
+        def split(w):
+            return ({k: v.clone() for k, v in w.items() if ".pi_" in f".{k}"},
+                    {k: v.clone() for k, v in w.items() if ".q." in f".{k}" or ".v." in f".{k}"})
+
+        pi0, critics0 = split(algo.learner_group.get_weights())
+        assert pi0 and critics0
+        held = [algo.train()["online/policy_held"] for _ in range(2)]
+        pi2, critics2 = split(algo.learner_group.get_weights())
+        assert held == [1.0, 1.0]
+        assert all(torch.equal(pi0[k], pi2[k]) for k in pi0)  # the policy did not move ...
+        assert any(not torch.equal(critics0[k], critics2[k]) for k in critics0)  # ... while the critics learned
+        assert algo.train()["online/policy_held"] == 0.0
+        pi3, _ = split(algo.learner_group.get_weights())
+        assert any(not torch.equal(pi2[k], pi3[k]) for k in pi2)
+    finally:
+        algo.stop()

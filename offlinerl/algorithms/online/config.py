@@ -47,6 +47,10 @@ class OnlineConfig:
     mixing: str = "fixed"
     """``fixed``: ``online_fraction`` of every batch is online; ``proportional``: the online share is the online
     transitions' share of all (offline + online) transitions, as one buffer would give (IQL's fine-tuning)."""
+    critic_warmup_iterations: int = 0
+    """The first N iterations of the fine-tune update only the value functions: the policy's optimizers (``actor``,
+    and SAC's temperature ``alpha``) are held, so the critics see online experience of the pretrained policy before
+    the policy follows them (0 = no warm-up)."""
     replay_capacity: int = 200_000
     """Online transitions kept (oldest dropped first), over all learners: each keeps its share of them."""
     explore: bool = True
@@ -73,6 +77,8 @@ class OnlineConfig:
             raise ConfigError(f"online.online_fraction: must be in [0, 1], got {self.online_fraction}")
         if self.mixing not in MIXING:
             raise ConfigError(f"online.mixing: one of {', '.join(MIXING)}, got {self.mixing!r}")
+        if self.critic_warmup_iterations < 0:
+            raise ConfigError(f"online.critic_warmup_iterations: must be >= 0, got {self.critic_warmup_iterations}")
         if self.replay_capacity < 1:
             raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
 
