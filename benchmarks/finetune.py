@@ -107,19 +107,44 @@ def _ms(values: list[float]) -> str:
     return f"{statistics.mean(values):.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
 
 
+def verdict(variants: dict[str, list[dict]], target: float = 95.0, max_dip: float = 10.0) -> str:
+    """Issue 12's bar for one pipeline: every seed ends at >= ``target`` with no evaluation more than ``max_dip``
+    below its start, and the mean end beats both baselines' mean ends."""
+    ft = variants.get("finetune", [])
+    if not ft:
+        return "—"
+    fails = []
+    if min(r["end"] for r in ft) < target:
+        fails.append(f"end < {target:g}")
+    if min(r["worst_dip"] for r in ft) < -max_dip:
+        fails.append(f"dip > {max_dip:g}")
+    end = statistics.mean(r["end"] for r in ft)
+    for name in ("offline_continuation", "online_from_scratch"):
+        base = variants.get(name, [])
+        if not base:
+            fails.append(f"no {name.replace('_', ' ')}")
+        elif statistics.mean(r["end"] for r in base) >= end:
+            fails.append(f"{name.replace('_', ' ')} not beaten")
+    return "pass" if not fails else "fail: " + ", ".join(fails)
+
+
 def table(args: argparse.Namespace) -> None:
     records = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line.strip()]
     by = {}
     for r in records:
         by.setdefault(r["pipeline"], {}).setdefault(r["variant"], []).append(r)
     print("| pipeline | seeds | start | fine-tuned end | worst dip | offline continuation | online from scratch "
-          "| env steps | wall s (fine-tune) |\n|---|---|---|---|---|---|---|---|---|")
+          "| env steps | wall s (fine-tune) | issue 12 bar |\n|---|---|---|---|---|---|---|---|---|---|")
     for pipeline, variants in by.items():
         ft = variants.get("finetune", [])
         print(f"| {pipeline} | {len(ft)} | {_ms([r['start'] for r in ft])} | {_ms([r['end'] for r in ft])} "
               f"| {_ms([r['worst_dip'] for r in ft])} | {_ms([r['end'] for r in variants.get('offline_continuation', [])])} "
               f"| {_ms([r['end'] for r in variants.get('online_from_scratch', [])])} "
-              f"| {_ms([r['env_steps'] for r in ft])} | {_ms([r['wall_s'] for r in ft])} |")
+              f"| {_ms([r['env_steps'] for r in ft])} | {_ms([r['wall_s'] for r in ft])} | {verdict(variants)} |")
+    print("\nper seed (start → end, worst dip):")
+    for pipeline, variants in by.items():
+        for r in sorted(variants.get("finetune", []), key=lambda r: r["seed"]):
+            print(f"- {pipeline} seed {r['seed']}: {r['start']:.1f} → {r['end']:.1f}, dip {r['worst_dip']:.1f}")
     if args.plot_dir:
         _plots(by, Path(args.plot_dir))
 
