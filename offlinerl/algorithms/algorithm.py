@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
 from offlinerl.algorithms.checkpoint import (Checkpoint, CheckpointError, allow_class, class_path, load_checkpoint,
                                              write_checkpoint)
-from offlinerl.algorithms.config_io import to_dict
+from offlinerl.algorithms.config_io import merge, to_dict
 from offlinerl.algorithms.online.config import OnlineConfig
 from offlinerl.algorithms.online.experience import OnlineExperience
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
@@ -332,7 +332,7 @@ class Algorithm:
         ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
         if resume and online is not None:
             _check_online_resume(ckpt)
-        config = type(ckpt.config).from_dict({**ckpt.meta["config"], **dict(overrides or {})}) if overrides else ckpt.config
+        config = type(ckpt.config).from_dict(merge(ckpt.meta["config"], overrides)) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, online=online, **kwargs)
         try:

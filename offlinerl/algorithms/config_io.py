@@ -150,6 +150,15 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return [k for k in key.strip().split(".") if k], value
 
 
+def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` applied key by key, nested mappings merged (a copy): ``{"evaluation":
+    {"episodes": 50}}`` changes the episodes and keeps the rest of ``base["evaluation"]``."""
+    out = dict(base)
+    for k, v in overrides.items():
+        out[k] = merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``key.path=value`` overrides to a nested dict (a copy)."""
     out = json.loads(json.dumps(data))

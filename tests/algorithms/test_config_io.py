@@ -57,3 +57,13 @@ def test_overrides():
     assert out == {"config": {"lr": 0.5}, "stop": {"updates": 10}}
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_override("config.lr")
+
+
+def test_merge_keeps_what_nested_overrides_do_not_name():
+    from offlinerl.algorithms.config_io import merge
+
+    base = {"lr": 1e-3, "evaluation": {"episodes": 20, "seed": 7, "env_kwargs": {"g": 9.8}}, "model": {"hidden": [8]}}
+    out = merge(base, {"evaluation": {"episodes": 50, "env_kwargs": {"m": 2}}, "model": None, "beta": 3})
+    assert out == {"lr": 1e-3, "evaluation": {"episodes": 50, "seed": 7, "env_kwargs": {"g": 9.8, "m": 2}},
+                   "model": None, "beta": 3}
+    assert base["evaluation"]["episodes"] == 20  # a copy

@@ -175,6 +175,14 @@ def test_resuming_an_offline_checkpoint_as_an_online_job_is_refused(pendulum_iql
         Algorithm.from_checkpoint(pendulum_iql, online=OnlineConfig(env_steps_per_iteration=10))
 
 
+def test_config_overrides_of_a_checkpoint_merge_into_its_nested_settings(pendulum_iql):
+    algo = Algorithm.from_checkpoint(pendulum_iql, resume=False, overrides={"evaluation": {"episodes": 3}})
+    try:
+        assert (algo.config.evaluation.episodes, algo.config.evaluation.seed) == (3, 100)  # the seed is kept
+    finally:
+        algo.stop()
+
+
 def test_critic_warmup_holds_the_policy_while_the_critics_learn_then_releases_it(pendulum_iql):
     online = OnlineConfig(env_steps_per_iteration=100, num_envs=1, critic_warmup_iterations=2)
     algo = Algorithm.from_checkpoint(pendulum_iql, online=online, resume=False,
