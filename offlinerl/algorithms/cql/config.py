@@ -55,8 +55,9 @@ class CQLConfig(AlgorithmConfig):
     """Subtract α·log π(a'|s') in the TD target (SAC-style soft backup)."""
     calibrated: bool = False
     """Cal-QL (Nakamoto et al. 2023): the penalty pushes the Q of the policy's actions (continuous) or of every
-    action (discrete) down no further than the data's discounted return-to-go from s, so values stay on the
-    scale of real returns and online fine-tuning does not begin by unlearning. Needs complete episodes."""
+    action (discrete) down no further than the data's discounted return-to-go from s (within the stored episode
+    row, no bootstrap), so values stay on the scale of real returns when online experience arrives (with
+    ``online.critic_warmup_iterations`` it removed pendulum-cql's fine-tuning dip; docs/online.md)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
