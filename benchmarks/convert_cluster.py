@@ -66,7 +66,7 @@ def convert(src: Path, out: Path, trees: dict[str, int], env: dict[str, str], ad
     nodes = re.search(r"ray nodes:\s+(\d+)", text)
     return {"exit_code": rc, "convert_s": seconds, "steps": info.get("num_steps"),
             "steps_per_s": info.get("num_steps", 0) / seconds, "episodes": info.get("num_episodes"),
-            "ray_nodes": int(nodes.group(1)) if nodes else 1,
+            "ray_nodes": int(nodes.group(1)) if nodes else None,  # None: the report named no nodes
             "peak_pss_mib": {k: v / 2**20 for k, v in peaks.items()},
             "output_mib": sum(f.stat().st_size for f in out.glob("*.parquet")) / 2**20}
 

@@ -122,14 +122,14 @@ def verdict(variants: dict[str, list[dict]], target: float = 95.0, max_dip: floa
         fails.append(f"dip > {max_dip:g}")
     end = round(statistics.mean(r["end"] for r in ft), 1)  # compared as the table shows them
     for name in ("offline_continuation", "online_from_scratch"):
-        base = variants.get(name, [])
+        base, label = variants.get(name, []), name.replace("_", " ")
         if not base:
-            fails.append(f"no {name.replace('_', ' ')}")
+            fails.append(f"no {label}")
         elif round(statistics.mean(r["end"] for r in base), 1) >= end:
             if end >= 100.0:
-                ties.append(name.replace("_", " "))
+                ties.append(label)
             else:
-                fails.append(f"{name.replace('_', ' ')} not beaten")
+                fails.append(f"{label} not beaten")
     if fails:
         return "fail: " + ", ".join(fails)
     return "pass" + (f" (tie with {', '.join(ties)} at 100)" if ties else "")

@@ -68,7 +68,7 @@ class _LearnerWorker:
     def run_updates(self, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
         if self.source is None:
             raise RuntimeError("the learner has no data source: call LearnerGroup.set_sources first")
-        return self.learner.run_updates(self.source, num_updates, tuple(hold))
+        return self.learner.run_updates(self.source, num_updates, hold)
 
     def _online_source(self) -> Any:
         if not hasattr(self.source, "add_online"):
