@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
+import threading
 
 __all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids"]
 
@@ -46,6 +49,20 @@ def _auth_help(address: str) -> str:
             "$RAY_AUTH_TOKEN; docs/training.md, 'Ray authentication')")
 
 
+def _import_in_background(module: str) -> threading.Thread:
+    """Import ``module`` on a daemon thread (an import that fails is left for the real import to report)."""
+
+    def run() -> None:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001
+            pass
+
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    return thread
+
+
 def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
     """Join the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
 
@@ -61,23 +78,31 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
+    # A process that will train has imported torch; its first optimizer then imports torch._dynamo (~2 s).
+    # ray.init mostly waits on the processes it starts, so that import happens meanwhile, and is finished
+    # (joined) before anything else imports: two threads importing at once could deadlock on module locks.
+    warm = _import_in_background("torch._dynamo") if "torch" in sys.modules else None
     kwargs = {"include_dashboard": False, "log_to_driver": not quiet}
     if quiet:
         kwargs["logging_level"] = logging.WARNING
-    if address:
-        try:
-            ray.init(address=address, **kwargs)
-        except (ConnectionError, RuntimeError) as exc:
-            if not _auth_refused(exc):
-                raise
-            raise ConnectionError(_auth_help(address)) from exc
-    else:
-        auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
-        auth_log.addFilter(_token_auth_default_notice)
-        try:
-            ray.init(num_cpus=num_cpus, **kwargs)
-        finally:
-            auth_log.removeFilter(_token_auth_default_notice)
+    try:
+        if address:
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, RuntimeError) as exc:
+                if not _auth_refused(exc):
+                    raise
+                raise ConnectionError(_auth_help(address)) from exc
+        else:
+            auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+            auth_log.addFilter(_token_auth_default_notice)
+            try:
+                ray.init(num_cpus=num_cpus, **kwargs)
+            finally:
+                auth_log.removeFilter(_token_auth_default_notice)
+    finally:
+        if warm is not None:
+            warm.join()
     if quiet:
         quiet_ray_data()
         ray.data.DataContext.get_current().enable_progress_bars = False

@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offlinerl import ops
+from offlinerl.discount import segment_discounted_cumsum
 from offlinerl.connectors.connector import Batch, ConnectorV2
 from offlinerl.connectors.episode_columns import EpisodeColumns
 from offlinerl.core import columns as C
@@ -81,7 +81,7 @@ class ComputeReturnsToGo(ConnectorV2):
 
     def __call__(self, batch: Batch, episodes: Any = None, state: dict | None = None) -> Batch:
         ep = _need(episodes, self.name)
-        rtg = ops.segment_discounted_cumsum(ep.rewards.astype(np.float64), ep.lengths, self.gamma)
+        rtg = segment_discounted_cumsum(ep.rewards.astype(np.float64), ep.lengths, self.gamma)
         batch[C.RETURNS_TO_GO] = rtg.astype(np.float32)
         return batch
 

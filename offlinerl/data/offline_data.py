@@ -36,7 +36,6 @@ from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
 from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
-from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
 from offlinerl.episodes import parquet_files, read_dataset, read_info
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
@@ -275,6 +274,9 @@ class OfflineData:
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:
         """One batch-source spec per learner (``max(1, num_learners)`` of them)."""
+        # Here, not at the top: Ray Data's workers import this module for its transforms, and the sources need torch.
+        from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
+
         if self.mode == "in_memory":
             arrays = self.load_arrays()
             n = len(arrays[C.OBS])

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl import ops
+from offlinerl import discount, ops
 
 
 def test_discounted_cumsum_hand_computed():
-    out = ops.discounted_cumsum(np.array([1.0, 2.0, 3.0], dtype=np.float32), 0.5)
+    out = discount.discounted_cumsum(np.array([1.0, 2.0, 3.0], dtype=np.float32), 0.5)
     # [1 + .5*2 + .25*3, 2 + .5*3, 3]
     np.testing.assert_allclose(out, [2.75, 3.5, 3.0])
     assert out.dtype == np.float32
@@ -16,10 +16,10 @@ def test_discounted_cumsum_hand_computed():
 
 def test_segment_discounted_cumsum_keeps_segments_apart():
     x = np.array([1.0, 1.0, 1.0, 2.0, 4.0])
-    out = ops.segment_discounted_cumsum(x, np.array([3, 2]), 0.9)
+    out = discount.segment_discounted_cumsum(x, np.array([3, 2]), 0.9)
     np.testing.assert_allclose(out, [1 + 0.9 + 0.81, 1.9, 1.0, 2 + 0.9 * 4, 4.0])
     with pytest.raises(ValueError, match="sum to 4"):
-        ops.segment_discounted_cumsum(x, np.array([3, 1]), 0.9)
+        discount.segment_discounted_cumsum(x, np.array([3, 1]), 0.9)
 
 
 def test_gae_with_terminal_and_lambda():
@@ -27,7 +27,7 @@ def test_gae_with_terminal_and_lambda():
     v = np.array([0.5, 0.5])
     nv = np.array([0.5, 2.0])
     term = np.array([0.0, 1.0])
-    adv = ops.gae(r, v, nv, term, np.array([2]), gamma=0.9, lam=0.5)
+    adv = discount.gae(r, v, nv, term, np.array([2]), gamma=0.9, lam=0.5)
     d0 = 1 + 0.9 * 0.5 - 0.5
     d1 = 1 + 0.0 - 0.5
     np.testing.assert_allclose(adv, [d0 + 0.45 * d1, d1], rtol=1e-6)
