@@ -100,7 +100,8 @@ class JobOutcome:
     train_s: float
     """Seconds of training (the sum of ``perf/iteration_s``), resumed parts included."""
     first_update_s: float | None
-    """Seconds from the caller's ``t_start`` to the end of this run's first iteration (None: none ran)."""
+    """Seconds from ``t_start`` to the end of this run's first update (the learner's ``perf/first_update_at``;
+    the end of the first iteration for a trainable that does not report it; None: none ran)."""
 
 
 def should_stop(stop: StopConfig, trainable: Trainable, metrics: Mapping[str, Any], train_s: float) -> bool:
@@ -140,7 +141,8 @@ def run_job(
     dropped; a job that had already stopped runs no iteration). ``last_good``: the newest good checkpoint so
     far, named by ``NonFiniteLossError``. ``first_records``: written to ``metrics.jsonl`` before the first
     iteration (e.g. fine-tuning's evaluation of the loaded checkpoint). ``resume_command``: if set, a job that
-    fails after its first update saves its state and logs this command to continue it.
+    fails after its first update saves its state and logs this command to continue it. ``t_start``: when the
+    job started (``time.time()``; ``time/total_s`` and ``first_update_s`` count from it).
     """
     from torch.utils.tensorboard import SummaryWriter
 
@@ -158,8 +160,10 @@ def run_job(
             updates_before, iteration_before = trainable.num_updates, trainable.iteration
             last = trainable.train()
             train_s += float(last.get("perf/iteration_s") or 0.0)
-            now = time.perf_counter() - t_start
-            first_update_s = now if first_update_s is None else first_update_s
+            now = time.time() - t_start
+            first_at = last.pop("perf/first_update_at", None)
+            if first_update_s is None:
+                first_update_s = now if first_at is None else first_at - t_start
             last["time/total_s"] = now
             metrics.append(last)
             step = int(last["learner/updates"])

@@ -167,18 +167,20 @@ def run_pipeline(
     progress: bool = True,
     log: Callable[[str], None] = print,
     skip_validation: bool = False,
+    started_at: float | None = None,
 ) -> dict[str, Any]:
     """Validate the dataset (unless ``skip_validation``: for data already validated), then train until a stop
     condition, evaluate, checkpoint; return (and write) ``result.json``.
 
     ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed
     job: state, counters and ``metrics.jsonl`` up to that checkpoint are kept, and
-    the rest runs as the uninterrupted job would have. Raises ``InvalidDatasetError``
+    the rest runs as the uninterrupted job would have. ``started_at`` (``time.time()``, default: now): when
+    the job started, e.g. the command (``first_update_s`` counts from it). Raises ``InvalidDatasetError``
     (before the run directory exists) and ``NonFiniteLossError``.
     """
     from offlinerl.ray_utils import init_ray
 
-    t_start = time.perf_counter()
+    t_start = time.time() if started_at is None else started_at
     init_ray(address)
     validation = None if skip_validation else require_valid(pipeline.dataset)
     if validation is not None and validation.cached:

@@ -9,9 +9,14 @@ import importlib
 import logging
 import os
 import sys
+import time
 from typing import Iterator
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "STARTED_AT"]
+
+STARTED_AT = time.time()
+"""When the command started (this package's import, the first thing it does): jobs report the time from
+here to their first update (``result.json``: ``first_update_s``)."""
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
 COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep")

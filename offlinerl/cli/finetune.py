@@ -9,6 +9,7 @@ import dataclasses
 import json
 import sys
 
+from offlinerl.cli import STARTED_AT
 from offlinerl.cli.common import add_job_options, overwrite_help
 
 __all__ = ["register"]
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_finetune(pipeline, run_dir=args.resume or args.output, resume_from=checkpoint,
                               overwrite=args.overwrite, address=args.address, progress=not args.no_progress,
-                              skip_validation=args.skip_validation)
+                              skip_validation=args.skip_validation, started_at=STARTED_AT)
     except (ConfigError, OutputExistsError) as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from offlinerl.cli import STARTED_AT
 from offlinerl.cli.common import add_job_options
 
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_pipeline(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
                               address=args.address, progress=not args.no_progress,
-                              skip_validation=args.skip_validation)
+                              skip_validation=args.skip_validation, started_at=STARTED_AT)
     except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 1

@@ -22,13 +22,13 @@ those updates (their loss terms are computed but not differentiated), e.g.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Protocol
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from offlinerl.core import columns as C
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
 
@@ -61,6 +61,8 @@ class Learner:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self.module: MultiRLModule | None = None
         self.timestep = 0
+        self.first_update_at: float | None = None
+        """Wall-clock time (``time.time()``) when this learner's first update in this process finished."""
         self._optimizers: dict[OptimizerKey, torch.optim.Optimizer] = {}
         self._params: dict[OptimizerKey, list[nn.Parameter]] = {}
         self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
@@ -203,17 +205,24 @@ class Learner:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
         names: list[str] | None = None
         sums: list[torch.Tensor] = []
+        first = self.first_update_at is None
         for _ in range(num_updates):
             m = self.update(source.next_batch(), hold)
             if names is None:
                 names = list(m)
                 sums = [v.clone().float() for v in m.values()]
+                if first:
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                    self.first_update_at = time.time()
             else:
                 torch._foreach_add_(sums, [m[k] for k in names])
         assert names is not None
         values = (torch.stack(sums) / num_updates).tolist()
         out = dict(zip(names, values))
         out["learner/updates"] = float(self.timestep)
+        if first:  # once: the job reports the time from its start to here (``job.run_job``)
+            out["perf/first_update_at"] = self.first_update_at
         return out
 
     # -- state -----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,25 @@ def test_metrics_are_strict_json_and_the_final_evaluation_is_recorded_once(tmp_p
     # Weights first, then the same checkpoint again with the evaluation in it.
     assert trainable.saved == [("final", {}), ("final", {"eval/return_mean": 2.0, "eval/episodes": 2})]
     assert (tmp_path / "tensorboard").is_dir()
+
+
+class Stamped(Counter):
+    """A Trainable whose learner reports when its first update finished (as ``Learner.run_updates`` does)."""
+
+    def train(self) -> dict[str, float]:
+        m = super().train()
+        if self.iteration == 1:
+            m["perf/first_update_at"] = 1000.25
+        return m
+
+
+def test_first_update_time_counts_from_the_jobs_start_to_the_learners_stamp(tmp_path):
+    out = run_job(Stamped(), tmp_path, StopConfig(iterations=2), t_start=1000.0)
+    assert out.first_update_s == pytest.approx(0.25)
+    assert not any("perf/first_update_at" in line for line in _lines(tmp_path))  # a time stamp is not a metric
+    (tmp_path / "plain").mkdir()
+    out = run_job(Counter(), tmp_path / "plain", StopConfig(iterations=1), t_start=time.time() - 5.0)
+    assert 5.0 <= out.first_update_s < 60.0  # no stamp: the end of the first iteration
 
 
 def test_no_second_evaluation_when_the_last_iteration_evaluated(tmp_path):

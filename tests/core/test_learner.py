@@ -1,4 +1,5 @@
 import copy
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -89,6 +90,16 @@ def test_run_updates_averages_metrics_and_counts():
     vals = [ref.update(b)["losses/actor"].item() for b in batches]
     assert out["losses/actor"] == pytest.approx(np.mean(vals), rel=1e-5)
     assert out["learner/updates"] == 3.0
+
+
+def test_only_the_first_call_reports_when_the_first_update_finished():
+    learner = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    batches = [_batch(seed=s) for s in range(3)]
+    before = time.time()
+    first = learner.run_updates(_Fixed(batches), 3)
+    after = time.time()
+    assert before < first["perf/first_update_at"] < after
+    assert "perf/first_update_at" not in learner.run_updates(_Fixed(batches), 3)
 
 
 def test_held_optimizers_are_not_stepped_and_the_rest_are():

@@ -100,6 +100,7 @@ def run_finetune(
     progress: bool = True,
     log: Callable[[str], None] = print,
     skip_validation: bool = False,
+    started_at: float | None = None,
 ) -> dict[str, Any]:
     """Validate the offline dataset (unless ``skip_validation``), fine-tune until a stop condition with the one job
     loop (``offlinerl.algorithms.job.run_job``); write the run directory and the recording, and return
@@ -107,10 +108,11 @@ def run_finetune(
 
     ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed job. ``overwrite`` lets the
     recording (``pipeline.record``) replace an existing dataset there (never an input of the job).
+    ``started_at``: as in ``offlinerl.algorithms.pipeline.run_pipeline``.
     """
     from offlinerl.ray_utils import init_ray
 
-    t_start = time.perf_counter()
+    t_start = time.time() if started_at is None else started_at
     init_ray(address)
     dataset = pipeline.dataset or load_checkpoint(resume_from or pipeline.checkpoint).meta["dataset"]
     if pipeline.record:  # before any work: a job must not fail at its end for want of a place to write
@@ -182,7 +184,7 @@ def run_finetune(
         "env_steps": algo.env_steps,
         "env_runner_restarts": algo.experience.runners.num_restarts,
         "curve": _curve(job.history),
-        "time_s": time.perf_counter() - t_start,
+        "time_s": time.time() - t_start,
         "train_time_s": job.train_s,
         "checkpoint": str(job.checkpoint),
         "online_episodes": str(destination) if info is not None else None,
