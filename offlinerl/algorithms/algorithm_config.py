@@ -89,6 +89,10 @@ class DataConfig:
     """Streaming mode: the observation statistics (``normalize_observations``) are fitted on about this many
     steps at most: a fixed sample of the files (at least 16, or all) and of their episodes, so the time to the
     first update does not grow with the dataset. None = every step (one full pass before training)."""
+    block_bytes: int = 4 * 1024**2
+    """Streaming mode: Ray Data blocks of about this many bytes of transitions (estimated as for "auto"; at
+    least one block per file and one row per block), so what each map task, the read-ahead and a learner's
+    pool hold does not grow with the size or the number of the files (Pendulum: ~80k steps per block)."""
     map_concurrency: int | None = None
     """Parallel Ray Data tasks transforming episodes; None = CPUs in the cluster minus one (never all)."""
     holdout: HoldoutConfig | None = None
@@ -99,6 +103,7 @@ class DataConfig:
         _check(self.shuffle_buffer_size >= 0, "data.shuffle_buffer_size", "must be >= 0")
         _check(self.prefetch_batches >= 0, "data.prefetch_batches", "must be >= 0")
         _check(self.stats_max_steps is None or self.stats_max_steps >= 1, "data.stats_max_steps", "must be >= 1")
+        _check(self.block_bytes >= 1, "data.block_bytes", "must be >= 1")
         _check(self.map_concurrency is None or self.map_concurrency >= 1, "data.map_concurrency", "must be >= 1")
 
 

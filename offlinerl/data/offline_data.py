@@ -192,11 +192,17 @@ class OfflineData:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         return max(1, cpus - 1)
 
-    def transitions(self, normalize: bool = True, preserve_order: bool = False, shuffle_files: bool = False):
-        """The lazy Ray Dataset of transitions (one row per step)."""
+    def transitions(self, normalize: bool = True, preserve_order: bool = False, shuffle_files: bool = False,
+                    block_bytes: int | None = None):
+        """The lazy Ray Dataset of transitions (one row per step); ``block_bytes``: in blocks of about this many
+        bytes of transitions (else Ray Data's default: at least 200 blocks, whole files once there are more
+        files than that)."""
         import ray.data
 
-        kwargs = {"shuffle": "files"} if shuffle_files else {}
+        kwargs: dict[str, Any] = {"shuffle": "files"} if shuffle_files else {}
+        if block_bytes:
+            blocks = max(len(parquet_files(self.path)), math.ceil(self.estimated_bytes() / block_bytes))
+            kwargs["override_num_blocks"] = min(blocks, max(1, self.info.num_rows))
         ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
         ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns), **kwargs)
         if preserve_order:
@@ -297,7 +303,7 @@ class OfflineData:
                 for i in range(num_shards)
             ]
         self.fit_normalizer_streaming()
-        ds = self.transitions(normalize=True, shuffle_files=True)
+        ds = self.transitions(normalize=True, shuffle_files=True, block_bytes=self.config.data.block_bytes)
         # streaming_split even for one learner: the split's executor then runs in a coordinator actor, not in the
         # learner's process, whose Python thread it slowed by a third (BC, 64x64: 360 -> 590 updates/s, in-memory 550).
         iterables = ds.streaming_split(num_shards, equal=True)

@@ -121,3 +121,20 @@ def test_streaming_source_serves_every_transition_once_per_epoch_in_shuffled_poo
     assert torch.equal(again.next_batch()[C.DEFAULT_MODULE_ID]["x"], served[0])  # same seed, same order
     with pytest.raises(RuntimeError, match="fewer transitions than train_batch_size=2000"):
         StreamingSource(ds, batch_size=2000, shuffle_buffer_size=0, prefetch_batches=1, seed=0).next_batch()
+
+
+def test_streaming_blocks_hold_about_block_bytes_whatever_the_files(ray_session, tmp_path):
+    """Blocks of a bounded size keep what each map task and the read-ahead hold flat as datasets get more or
+    bigger files (Ray Data's default makes whole files the blocks once there are 200 files or more)."""
+    path = make_dataset(tmp_path / "many-files", episodes=60, rows_per_file=3)  # 20 files of 3 episodes
+    total = sum(len(e) for e in load_episodes(path))
+
+    def blocks(block_bytes):
+        data = OfflineData(path, MARWILConfig(data=DataConfig(mode="streaming", block_bytes=block_bytes)))
+        ds = data.transitions(shuffle_files=True, block_bytes=block_bytes).materialize()
+        return ds.num_blocks(), ds.count()
+
+    size = OfflineData(path, MARWILConfig()).estimated_bytes()
+    assert blocks(-(-size // 40)) == (40, total)  # two blocks per file
+    assert blocks(10 * size) == (20, total)  # never fewer blocks than files
+    assert blocks(1) == (60, total)  # nor more than rows (episode chunks)
