@@ -52,7 +52,7 @@ def convert(src: Path, out: Path, trees: dict[str, int], env: dict[str, str], ad
         def sample() -> None:
             while not stop.is_set():
                 for name, pid in [("driver", proc.pid), *trees.items()]:
-                    peaks[name] = max(peaks[name], tree_pss(pid))
+                    peaks[name] = max(peaks[name], sum(b for _, b in tree_pss(pid)))
                 stop.wait(0.5)
 
         sampler = threading.Thread(target=sample, daemon=True)

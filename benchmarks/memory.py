@@ -46,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.convert_bench import _descendants, _mem_kb  # noqa: E402
+from benchmarks.convert_bench import _descendants, _mem_kb, _name  # noqa: E402
 EPISODE_STEPS = 200
 G, DT, MAX_SPEED, MAX_TORQUE = 10.0, 0.05, 8.0, 2.0
 
@@ -142,9 +142,10 @@ def make(steps: int, out: str, seed: int, sigma: float, block: int, overwrite: b
 
 
 # -- measuring ------------------------------------------------------------------------------------------
-def tree_pss(root: int) -> int:
-    """PSS in bytes of ``root`` and all its descendants (found by parent pid, as ``convert_bench.py`` does)."""
-    return sum(_mem_kb(pid)[1] for pid in _descendants(root)) * 1024
+def tree_pss(root: int) -> list[tuple[str, int]]:
+    """``(process name, PSS bytes)`` of ``root`` and each of its descendants (found by parent pid, as
+    ``convert_bench.py`` does; Ray names its workers by what they run, e.g. ``ray::MapBatches(...)``)."""
+    return [(_name(pid), _mem_kb(pid)[1] * 1024) for pid in _descendants(root)]
 
 
 class Cgroup:
@@ -190,13 +191,15 @@ def measure(name: str, cmd: list[str], cap: int, workdir: Path, env: dict[str, s
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, preexec_fn=pre,
                             env={**os.environ, **env, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}, start_new_session=True)
-    peak, samples, stop = 0, [], threading.Event()
+    peak, at_peak, samples, stop = 0, [], [], threading.Event()
 
     def sample() -> None:
-        nonlocal peak
+        nonlocal peak, at_peak
         while not stop.is_set():
-            pss = tree_pss(proc.pid)
-            peak = max(peak, pss)
+            procs = tree_pss(proc.pid)
+            pss = sum(b for _, b in procs)
+            if pss > peak:
+                peak, at_peak = pss, sorted(procs, key=lambda p: -p[1])
             samples.append((round(time.perf_counter() - t0, 1), pss))
             stop.wait(0.5)
 
@@ -212,6 +215,7 @@ def measure(name: str, cmd: list[str], cap: int, workdir: Path, env: dict[str, s
         sampler.join()
         log.close()
     out = {"exit_code": rc, "wall_s": time.perf_counter() - t0, "peak_pss_bytes": peak, "cap_bytes": cap or None,
+           "peak_processes": [[name, round(b / 2**20)] for name, b in at_peak[:10]],  # MiB, the 10 largest
            "pss_samples": samples[:: max(1, len(samples) // 200)]}
     if group:
         out.update(group.read())

@@ -1,9 +1,14 @@
-"""Learner scaling: samples/s of ``num_learners`` 1 -> 2 (-> 4 where the CPUs exist), in-memory and streaming.
+"""Scaling out (issue 13): every table of benchmarks/README.md's scaling sections, one subcommand each.
 
-    PYTHONPATH=. python benchmarks/scale.py --learners 1,2 --out benchmarks/results/scale.json
+    PYTHONPATH=. python benchmarks/scale.py learners --learners 1,2 --out benchmarks/results/scale.json
+    PYTHONPATH=. python benchmarks/scale.py memory make|run ...   larger than memory (benchmarks/memory.py)
+    PYTHONPATH=. python benchmarks/scale.py convert ...           20M legacy steps on a 2-node cluster (convert_cluster.py)
+    PYTHONPATH=. python benchmarks/scale.py startup ...           command to first update (startup.py)
+    PYTHONPATH=. python benchmarks/scale.py gpu ...               the learner on one CUDA device (gpu_check.py)
 
-Each learner is a Ray actor with ``--cpus-per-learner`` CPUs (torch threads = that), batch 256 per learner,
-256x256 MLPs, on ``datasets/pendulum-mixed`` (streaming: a copy with every episode repeated, as in
+``learners``: samples/s of ``num_learners`` 1 -> 2 (-> 4 where the CPUs exist), in-memory and
+streaming. Each learner is a Ray actor with ``--cpus-per-learner`` CPUs (torch threads = that), batch
+256 per learner, 256x256 MLPs, on ``datasets/pendulum-mixed`` (streaming: a copy with every episode repeated, as in
 ``throughput.py``). samples/s = learners x batch x updates/s over the median of ``--rounds`` timed
 iterations after a warm-up; efficiency = samples/s(n) / (n x samples/s(1)). Configurations run one
 at a time. On a machine with C cores, n learners of 1 CPU each can at best scale while n < C (Ray Data
@@ -13,10 +18,12 @@ and the driver need CPU too), so read the table against the cores it states.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -48,8 +55,8 @@ def measure(algorithm: str, dataset: str, mode: str, learners: int, cpus: float,
             "startup_s": startup}
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def learners_main() -> None:
+    p = argparse.ArgumentParser(prog="scale.py learners", description="samples/s of num_learners 1 -> 2 (-> 4)")
     p.add_argument("--algorithm", default="bc")
     p.add_argument("--dataset", default=str(REPO / "datasets" / "pendulum-mixed"))
     p.add_argument("--learners", default="1,2")
@@ -87,6 +94,24 @@ def main() -> None:
     for r in rows:
         print(f"| {r['mode']} | {r['learners']} | {r['samples_per_s']:,.0f} | {r['updates_per_s']:.0f} | "
               f"{r['efficiency']:.2f} |")
+
+
+#: Subcommand -> the module whose ``main()`` measures it (``learners`` is this file's own).
+SUBCOMMANDS = {"memory": "benchmarks.memory", "convert": "benchmarks.convert_cluster",
+               "startup": "benchmarks.startup", "gpu": "benchmarks.gpu_check"}
+
+
+def main() -> None:
+    names = ["learners", *SUBCOMMANDS]
+    if len(sys.argv) < 2 or sys.argv[1] not in names:
+        print(__doc__, file=sys.stderr)
+        raise SystemExit(f"give a subcommand: {', '.join(names)}")
+    name, rest = sys.argv[1], sys.argv[2:]
+    sys.argv = [f"scale.py {name}", *rest]
+    if name == "learners":
+        learners_main()
+    else:
+        importlib.import_module(SUBCOMMANDS[name]).main()
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch
     return run
 
 
-def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high):
+def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high, batch_size: int = 256):
     """CQL / IQL: ``throughput_offpolicy``'s reference update as a function running n updates."""
     import sys
 
@@ -92,7 +92,7 @@ def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high):
     from throughput_offpolicy import REFERENCE_STEPS
 
     torch.manual_seed(0)
-    step = REFERENCE_STEPS[algo](data, float(low.min()), float(high.max()))
+    step = REFERENCE_STEPS[algo](data, float(low.min()), float(high.max()), batch_size)
 
     def run(updates: int) -> None:
         for _ in range(updates):

@@ -69,9 +69,9 @@ def q(net, s, a):
     return net(torch.cat([s, a], -1)).squeeze(-1)
 
 
-def sample(data):
-    """A minibatch (s, a, r, s', terminated) of BATCH uniformly drawn transitions."""
-    idx = torch.randint(len(data["obs"]), (BATCH,))
+def sample(data, batch=BATCH):
+    """A minibatch (s, a, r, s', terminated) of ``batch`` uniformly drawn transitions."""
+    idx = torch.randint(len(data["obs"]), (batch,))
     return (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
 
 
@@ -82,7 +82,7 @@ def polyak(pairs, tau=0.005):
             pt.lerp_(po, tau)
 
 
-def cql_step(data, low=-1.0, high=1.0):
+def cql_step(data, low=-1.0, high=1.0, batch=BATCH):
     """One pure-PyTorch CQL-SAC update per call, on in-memory tensors (actions in the box [low, high])."""
     obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
     actor, q1, q2 = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
@@ -94,7 +94,7 @@ def cql_step(data, low=-1.0, high=1.0):
     log_box = act_dim * math.log(high - low)
 
     def step():
-        s, a, r, s2, d = sample(data)
+        s, a, r, s2, d = sample(data, batch)
         a_new, logp = actor(s)
         alpha = log_alpha.exp()
         loss_t = -(log_alpha * (logp.detach() - act_dim)).mean()
@@ -104,7 +104,7 @@ def cql_step(data, low=-1.0, high=1.0):
             y = r + 0.99 * (1 - d) * torch.min(q(t1, s2, a2), q(t2, s2, a2))
             a_pi, lp_pi = actor(s, N_ACTIONS)
             a_pn, lp_pn = actor(s2, N_ACTIONS)
-        a_rand = low + (high - low) * torch.rand(N_ACTIONS, BATCH, act_dim)
+        a_rand = low + (high - low) * torch.rand(N_ACTIONS, batch, act_dim)
         s_rep = s.expand(N_ACTIONS, *s.shape)
         loss_q = 0
         for net in (q1, q2):
@@ -122,7 +122,7 @@ def cql_step(data, low=-1.0, high=1.0):
     return step
 
 
-def iql_step(data, low=-1.0, high=1.0):
+def iql_step(data, low=-1.0, high=1.0, batch=BATCH):
     """One pure-PyTorch IQL update per call, on in-memory tensors (bounds unused: AWR scores data actions)."""
     obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
     actor, q1, q2, v = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1), mlp(obs_dim, 1)
@@ -130,7 +130,7 @@ def iql_step(data, low=-1.0, high=1.0):
     opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
 
     def step():
-        s, a, r, s2, d = sample(data)
+        s, a, r, s2, d = sample(data, batch)
         with torch.no_grad():
             tq = torch.min(q(t1, s, a), q(t2, s, a))
             y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)

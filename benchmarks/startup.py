@@ -1,0 +1,121 @@
+"""Time from the command to the first update, where it goes, and the floor our dependencies set.
+
+    PYTHONPATH=. python benchmarks/startup.py --rounds 3 --out benchmarks/results/startup.json
+
+Three measurements, alternated round by round so the machine's load hits them alike (each is its own
+fresh process, with a fresh local Ray):
+
+- ``command``: ``offlinerl train PIPELINE`` as a user runs it (500 updates, one 1-episode evaluation);
+  ``first_update_s`` from its ``result.json`` (from the command's start to the end of the first update).
+- ``phases``: the same job's steps, timed one by one in a process of its own (imports, ``init_ray``, the
+  validation record, ``Algorithm(...)``: Ray Data's read and the learner build, the first update).
+- ``baseline`` (with ``--baseline-code DIR``, e.g. a ``git worktree`` of an older commit): the same phases
+  with that tree's code, for a before/after in the same rounds.
+- ``floor``: what the dependencies alone take for the same start: import torch and Ray, start a local Ray,
+  build a 256x256 MLP and Adam, one update on a random batch. A job cannot start faster than this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+PHASES = r'''
+import sys, time, json
+T0 = time.time()
+marks = []
+def mark(name): marks.append((name, time.time() - T0))
+import offlinerl.cli.train  # the command's own imports (argparse, the command modules)
+from offlinerl.algorithms.pipeline import load_pipeline
+from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.episodes.validate import require_valid
+from offlinerl.ray_utils import init_ray, quiet_ray_data
+quiet_ray_data()
+mark("imports (torch, Ray, Ray Data, offlinerl)")
+pipeline, config = load_pipeline(sys.argv[1], sys.argv[2:])
+init_ray()
+mark("init_ray (a local Ray)")
+require_valid(pipeline.dataset)
+mark("validation record")
+algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
+mark("Algorithm(): Ray Data read + learner build")
+algo.train()
+mark("first update")
+algo.stop()
+print(json.dumps(marks))
+'''
+
+FLOOR = r'''
+import time, json
+T0 = time.time()
+import torch, ray
+t_import = time.time() - T0
+ray.init(include_dashboard=False, logging_level=30, log_to_driver=False)
+t_ray = time.time() - T0
+torch.set_num_threads(1)
+net = torch.nn.Sequential(torch.nn.Linear(3, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                          torch.nn.Linear(256, 1))
+opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+x, y = torch.randn(256, 3), torch.randn(256, 1)
+loss = ((net(x) - y) ** 2).mean()
+opt.zero_grad(); loss.backward(); opt.step()
+print(json.dumps([["import torch, ray", t_import], ["ray.init", t_ray], ["first update", time.time() - T0]]))
+'''
+
+
+def _python(code: str, *args: str, tree: Path = REPO) -> list:
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=tree, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(tree)}, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def command(pipeline: str, overrides: list[str]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        subprocess.run([sys.executable, "-m", "offlinerl", "train", pipeline, "-o", str(run), "--no-progress",
+                        *[a for o in overrides for a in ("--set", o)]], cwd=REPO, check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+        return json.loads((run / "result.json").read_text())["first_update_s"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--pipeline", default="pipelines/pendulum-bc.yaml")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--baseline-code", type=Path, help="also time the phases with the code in this tree")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "startup.json"))
+    args = p.parse_args()
+    overrides = ["stop.updates=500", "config.updates_per_iteration=500", "config.evaluation.interval=0",
+                 "config.evaluation.episodes=1"]
+    phase_args = [args.pipeline, *overrides, "config.updates_per_iteration=1"]  # "first update": one update
+    rounds = []
+    for i in range(args.rounds):
+        r = {"command_first_update_s": command(args.pipeline, overrides),
+             "phases": _python(PHASES, *phase_args), "floor": _python(FLOOR)}
+        if args.baseline_code:
+            r["baseline_phases"] = _python(PHASES, *phase_args, tree=args.baseline_code.resolve())
+        rounds.append(r)
+        print(f"round {i + 1}: command {r['command_first_update_s']:.1f} s | "
+              + " | ".join(f"{k} " + ", ".join(f"{n} {t:.1f}" for n, t in r[k])
+                           for k in ("phases", "baseline_phases", "floor") if k in r), flush=True)
+    med = statistics.median(r["command_first_update_s"] for r in rounds)
+    floor = statistics.median(r["floor"][-1][1] for r in rounds)
+    out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load": os.getloadavg()},
+           "pipeline": args.pipeline, "overrides": overrides, "baseline_code": str(args.baseline_code or ""),
+           "rounds": rounds,
+           "median_command_first_update_s": med, "median_floor_s": floor}
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"median: command to first update {med:.1f} s; dependencies' floor {floor:.1f} s ({med / floor:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
