@@ -169,11 +169,9 @@ def cql_continuous_loss(batch: dict[str, Tensor], module, config: CQLConfig, *, 
 def cql_discrete_loss(batch: dict[str, Tensor], module, config: CQLConfig) -> LossOut:
     """Discrete CQL: {critic} = double-DQN TD loss + α'·(logsumexp_a Q − Q(s, a_data))."""
     obs, act, next_obs = batch[OBS], batch[ACTIONS], batch[NEXT_OBS]
-    b = obs.shape[0]
-    q_both = module.all_q_values(torch.cat([obs, next_obs]))  # [E,2B,A]: one forward
-    q_all, next_q_online = q_both[:, :b], q_both[:, b:].detach()
-    with torch.no_grad():
-        next_v = double_dqn_next_value(next_q_online, module.target_all_q_values(next_obs))
+    q_all = module.all_q_values(obs)  # [E,B,A]
+    with torch.no_grad():  # apart from Q(s): in one forward with it, the backward covered 2B rows (~10% slower)
+        next_v = double_dqn_next_value(module.all_q_values(next_obs), module.target_all_q_values(next_obs))
         y = ops.td_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_v, config.gamma)
     q_data = q_all.gather(-1, act.long().view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
     td = ops.ensemble_mse(q_data, y)
