@@ -41,21 +41,28 @@ def _mlp(i, o, hidden):
     return nn.Sequential(*layers, nn.Linear(d, o))
 
 
-def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch_size: int, lr: float, device="cpu"):
-    """Returns a function running n updates. Data: obs [N, D], actions [N, A], returns_to_go [N] (on ``device``)."""
+def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch_size: int, lr: float, device="cpu",
+              num_actions: int | None = None):
+    """Returns a function running n updates. Data: obs [N, D], actions [N, A] (or [N] integers with
+    ``num_actions``: a categorical policy over that many actions), returns_to_go [N] (on ``device``)."""
     obs, act, rtg = data["obs"], data["actions"], data["returns_to_go"]
-    n, d, a = len(obs), obs.shape[1], act.shape[1]
+    n, d = len(obs), obs.shape[1]
+    discrete = num_actions is not None
+    a = num_actions if discrete else act.shape[1]
     torch.manual_seed(0)
-    pi = _mlp(d, 2 * a, hidden).to(device)
+    pi = _mlp(d, a if discrete else 2 * a, hidden).to(device)
     vf = _mlp(d, 1, hidden).to(device) if algo == "marwil" else None
-    low, high = low.to(device), high.to(device)
     params = list(pi.parameters()) + (list(vf.parameters()) if vf else [])
     opt = torch.optim.Adam(params, lr=lr)
-    center, scale = (high + low) / 2, (high - low) / 2
+    if not discrete:
+        low, high = low.to(device), high.to(device)
+        center, scale = (high + low) / 2, (high - low) / 2
     gen = torch.Generator(device=device).manual_seed(0)
     c2 = torch.tensor(100.0, device=device)
 
     def logp(inputs, actions):
+        if discrete:
+            return torch.log_softmax(inputs, -1).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         mean, log_std = inputs.chunk(2, -1)
         log_std = log_std.clamp(-5, 2)
         y = ((actions - center) / scale).clamp(-1 + 1e-3, 1 - 1e-3)
@@ -84,15 +91,20 @@ def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch
     return run
 
 
-def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high, batch_size: int = 256):
-    """CQL / IQL: ``throughput_offpolicy``'s reference update as a function running n updates."""
+def offpolicy_loop(data: dict[str, torch.Tensor], algo: str, low, high, batch_size: int = 256,
+                   num_actions: int | None = None):
+    """CQL / IQL: ``throughput_offpolicy``'s reference update as a function running n updates (``num_actions``:
+    the discrete versions, over that many actions)."""
     import sys
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from throughput_offpolicy import REFERENCE_STEPS
+    from throughput_offpolicy import DISCRETE_REFERENCE_STEPS, REFERENCE_STEPS
 
     torch.manual_seed(0)
-    step = REFERENCE_STEPS[algo](data, float(low.min()), float(high.max()), batch_size)
+    if num_actions is not None:
+        step = DISCRETE_REFERENCE_STEPS[algo](data, num_actions, batch_size)
+    else:
+        step = REFERENCE_STEPS[algo](data, float(low.min()), float(high.max()), batch_size)
 
     def run(updates: int) -> None:
         for _ in range(updates):
@@ -180,11 +192,12 @@ def main() -> None:
                 data = {k: torch.as_tensor(v) for k, v in algo.offline_data.load_arrays().items()}
                 data.setdefault("returns_to_go", torch.zeros(len(data["obs"])))
                 space = algo.offline_data.action_space
-                low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+                k = int(space.n) if hasattr(space, "n") else None  # Discrete: a categorical policy / Q over k
+                low, high = (None, None) if k else (torch.as_tensor(space.low), torch.as_tensor(space.high))
                 if name in OFF_POLICY:
-                    pure = offpolicy_loop(data, name, low, high)
+                    pure = offpolicy_loop(data, name, low, high, num_actions=k)
                 else:
-                    pure = pure_loop(data, name, low, high, hidden, 256, 1e-3)
+                    pure = pure_loop(data, name, low, high, hidden, 256, 1e-3, num_actions=k)
                 pure(20)
             algo.training_step()  # warm-up round
             r = _rounds({"pure_pytorch": timed(lambda: pure(args.updates)), mode: timed(algo.training_step)}, args.rounds)

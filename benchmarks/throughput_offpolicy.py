@@ -150,7 +150,63 @@ def iql_step(data, low=-1.0, high=1.0, batch=BATCH):
     return step
 
 
+def cql_discrete_step(data, num_actions, batch=BATCH):
+    """One pure-PyTorch discrete CQL update (double DQN on twin Q networks + the conservative gap)."""
+    obs_dim = data["obs"].shape[1]
+    q1, q2, t1, t2 = (mlp(obs_dim, num_actions) for _ in range(4))
+    t1.load_state_dict(q1.state_dict()), t2.load_state_dict(q2.state_dict())
+    opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+
+    def step():
+        s, a, r, s2, d = sample(data, batch)
+        a = a.long()
+        with torch.no_grad():
+            best = torch.min(q1(s2), q2(s2)).argmax(-1, keepdim=True)
+            y = r + 0.99 * (1 - d) * torch.min(t1(s2).gather(-1, best), t2(s2).gather(-1, best)).squeeze(-1)
+        loss = 0
+        for net in (q1, q2):
+            qs = net(s)
+            qd = qs.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+            loss = loss + ((qd - y) ** 2).mean() + 5.0 * (torch.logsumexp(qs, -1) - qd).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        polyak(((t1, q1), (t2, q2)))
+
+    return step
+
+
+def iql_discrete_step(data, num_actions, batch=BATCH):
+    """One pure-PyTorch discrete IQL update (twin Q over actions, V, a categorical AWR actor)."""
+    obs_dim = data["obs"].shape[1]
+    actor, q1, q2, t1, t2 = (mlp(obs_dim, num_actions) for _ in range(5))
+    v = mlp(obs_dim, 1)
+    opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
+
+    def step():
+        s, a, r, s2, d = sample(data, batch)
+        a = a.long().unsqueeze(-1)
+        with torch.no_grad():
+            tq = torch.min(t1(s).gather(-1, a), t2(s).gather(-1, a)).squeeze(-1)
+            y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
+        vs = v(s).squeeze(-1)
+        diff = tq - vs
+        loss_v = (torch.where(diff < 0, 0.3, 0.7) * diff ** 2).mean()
+        loss_q = ((q1(s).gather(-1, a).squeeze(-1) - y) ** 2).mean() + ((q2(s).gather(-1, a).squeeze(-1) - y) ** 2).mean()
+        w = torch.exp(3.0 * diff.detach()).clamp(max=100.0)
+        loss_a = -(w * torch.log_softmax(actor(s), -1).gather(-1, a).squeeze(-1)).mean()
+        for opt in opts:
+            opt.zero_grad()
+        (loss_v + loss_q + loss_a).backward()
+        for opt in opts:
+            opt.step()
+        polyak(((t1, q1), (t2, q2)))
+
+    return step
+
+
 REFERENCE_STEPS = {"cql": cql_step, "iql": iql_step}
+DISCRETE_REFERENCE_STEPS = {"cql": cql_discrete_step, "iql": iql_discrete_step}
 
 
 def _sync():
