@@ -14,10 +14,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.discount import segment_discounted_cumsum
 from offlinerl.connectors.connector import Batch, ConnectorV2
 from offlinerl.connectors.episode_columns import EpisodeColumns
 from offlinerl.core import columns as C
+from offlinerl.discount import segment_discounted_cumsum
 from offlinerl.episodes.arrow import batch_map
 
 __all__ = ["AddTransitions", "AddNextObservations", "ComputeReturnsToGo", "AddExtraColumns"]

@@ -202,7 +202,8 @@ class OfflineData:
         kwargs: dict[str, Any] = {"shuffle": "files"} if shuffle_files else {}
         if block_bytes:
             blocks = max(len(parquet_files(self.path)), math.ceil(self.estimated_bytes() / block_bytes))
-            kwargs["override_num_blocks"] = min(blocks, max(1, self.info.num_rows))
+            rows = self.info.num_rows  # 0 where dataset.json predates the count: no cap then
+            kwargs["override_num_blocks"] = min(blocks, rows) if rows else blocks
         ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
         ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns), **kwargs)
         if preserve_order:

@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -138,3 +140,6 @@ def test_streaming_blocks_hold_about_block_bytes_whatever_the_files(ray_session,
     assert blocks(-(-size // 40)) == (40, total)  # two blocks per file
     assert blocks(10 * size) == (20, total)  # never fewer blocks than files
     assert blocks(1) == (60, total)  # nor more than rows (episode chunks)
+    old = OfflineData(path, MARWILConfig(data=DataConfig(mode="streaming")))
+    old.info = dataclasses.replace(old.info, num_rows=0)  # a dataset.json from before rows were counted
+    assert old.transitions(block_bytes=-(-size // 40)).materialize().num_blocks() == 40  # no cap, not one block
