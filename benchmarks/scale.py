@@ -4,6 +4,7 @@
     PYTHONPATH=. python benchmarks/scale.py memory make|run ...   larger than memory (benchmarks/memory.py)
     PYTHONPATH=. python benchmarks/scale.py convert ...           20M legacy steps on a 2-node cluster (convert_cluster.py)
     PYTHONPATH=. python benchmarks/scale.py startup ...           command to first update (startup.py)
+    PYTHONPATH=. python benchmarks/scale.py throughput ...        updates/s against a bare PyTorch loop (throughput.py)
     PYTHONPATH=. python benchmarks/scale.py gpu ...               the learner on one CUDA device (gpu_check.py)
 
 ``learners``: samples/s of ``num_learners`` 1 -> 2 (-> 4 where the CPUs exist), in-memory and
@@ -98,7 +99,7 @@ def learners_main() -> None:
 
 #: Subcommand -> the module whose ``main()`` measures it (``learners`` is this file's own).
 SUBCOMMANDS = {"memory": "benchmarks.memory", "convert": "benchmarks.convert_cluster",
-               "startup": "benchmarks.startup", "gpu": "benchmarks.gpu_check"}
+               "startup": "benchmarks.startup", "throughput": "benchmarks.throughput", "gpu": "benchmarks.gpu_check"}
 
 
 def main() -> None:
