@@ -148,15 +148,6 @@ def _why_no_env(algo: Algorithm) -> str:
     return "the dataset names no env and the pipeline sets no evaluation.env"
 
 
-def _ray_nodes(algo: Algorithm, validation: Any) -> dict[str, Any]:
-    """Where the job ran (Ray node ids): the cluster's alive nodes, the driver's, each learner's by rank
-    (``num_learners=0``: the driver's) and those of the validation tasks (none if skipped)."""
-    from offlinerl.ray_utils import cluster_node_ids, node_id
-
-    return {"cluster": cluster_node_ids(), "driver": node_id(), "learners": algo.learner_group.node_ids(),
-            "validation": validation.ray_nodes if validation is not None else []}
-
-
 def run_pipeline(
     pipeline: Pipeline,
     config: Any,
@@ -200,7 +191,7 @@ def run_pipeline(
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
-    nodes = _ray_nodes(algo, validation)
+    nodes = {**algo.ray_nodes(), "validation": validation.ray_nodes if validation is not None else []}
     if not algo.can_evaluate:
         log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
             "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")

@@ -335,6 +335,12 @@ class EnvRunner:
     def ping(self) -> bool:
         return True
 
+    def node_id(self) -> str | None:
+        """The Ray node this runner runs on (None without Ray)."""
+        from offlinerl.ray_utils import node_id
+
+        return node_id()
+
     def stop(self) -> None:
         self.env.close()
         for env in self._eval_envs or []:

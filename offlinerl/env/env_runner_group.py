@@ -209,6 +209,10 @@ class EnvRunnerGroup:
         self._returns, self._lengths, self._num_env_steps = [], [], 0
         return out
 
+    def node_ids(self) -> list[str | None]:
+        """The Ray node of each runner (in-process: the driver's node; None without Ray)."""
+        return [self.local.node_id()] if self.local is not None else self._call_all("node_id")
+
     def stop(self) -> None:
         if self.local is not None:
             self.local.stop()

@@ -80,6 +80,11 @@ def test_two_remote_learners_two_runners_and_streaming_data_behave_like_one_lear
     assert abs(two["final_eval_return"] - one["final_eval_return"]) < 0.05 * scale, (one["curve"], two["curve"])
     lines = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["online/replay_size"] == two["env_steps"] and lines[-1]["online/weights_seq_no"] == 2
+    # result.json says where it ran: every learner and runner actor on a node of the cluster.
+    nodes = two["ray_nodes"]
+    assert (len(nodes["learners"]), len(nodes["env_runners"])) == (2, 2)
+    assert set(nodes["learners"] + nodes["env_runners"] + [nodes["driver"]]) <= set(nodes["cluster"])
+    assert one["ray_nodes"]["env_runners"] == [one["ray_nodes"]["driver"]]  # in-process runner
 
 
 def _finetune_file(tmp_path: Path, checkpoint: Path) -> Path:

@@ -117,8 +117,7 @@ def run_finetune(
     dataset = pipeline.dataset or load_checkpoint(resume_from or pipeline.checkpoint).meta["dataset"]
     if pipeline.record:  # before any work: a job must not fail at its end for want of a place to write
         check_output(pipeline.record, overwrite, kind="dataset", inputs=_inputs(pipeline, dataset))
-    if not skip_validation:
-        require_valid(dataset)
+    validation = None if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []
     if resume_from is None:
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)
@@ -136,6 +135,7 @@ def run_finetune(
                                          validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.env_steps} env steps, "
             f"{algo.num_updates} updates)")
+    nodes = {**algo.ray_nodes(), "validation": validation.ray_nodes if validation is not None else []}
     destination = _record_destination(pipeline, run)
     recording = None
     if destination is not None:
@@ -189,6 +189,7 @@ def run_finetune(
         "checkpoint": str(job.checkpoint),
         "online_episodes": str(destination) if info is not None else None,
         "run_dir": str(run),
+        "ray_nodes": nodes,
     }
     write_result(run, result)
     return result
