@@ -122,32 +122,35 @@ def cql_step(data, low=-1.0, high=1.0, batch=BATCH):
     return step
 
 
+def _iql_update(batch, q_sa, log_pi, v, opts, pairs):
+    """The IQL update both action kinds share: ``q_sa(net, s, a)`` -> [B], ``log_pi(s, a)`` -> [B];
+    ``pairs``: (target, online) twin critics."""
+    s, a, r, s2, d = batch
+    (t1, q1), (t2, q2) = pairs
+    with torch.no_grad():
+        tq = torch.min(q_sa(t1, s, a), q_sa(t2, s, a))
+        y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
+    vs = v(s).squeeze(-1)
+    diff = tq - vs
+    loss_v = (torch.where(diff < 0, 0.3, 0.7) * diff ** 2).mean()
+    loss_q = ((q_sa(q1, s, a) - y) ** 2).mean() + ((q_sa(q2, s, a) - y) ** 2).mean()
+    w = torch.exp(3.0 * diff.detach()).clamp(max=100.0)
+    loss_a = -(w * log_pi(s, a)).mean()
+    for opt in opts:
+        opt.zero_grad()
+    (loss_v + loss_q + loss_a).backward()
+    for opt in opts:
+        opt.step()
+    polyak(pairs)
+
+
 def iql_step(data, low=-1.0, high=1.0, batch=BATCH):
     """One pure-PyTorch IQL update per call, on in-memory tensors (bounds unused: AWR scores data actions)."""
     obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
     actor, q1, q2, v = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1), mlp(obs_dim, 1)
     t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
-
-    def step():
-        s, a, r, s2, d = sample(data, batch)
-        with torch.no_grad():
-            tq = torch.min(q(t1, s, a), q(t2, s, a))
-            y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
-        vs = v(s).squeeze(-1)
-        diff = tq - vs
-        loss_v = (torch.where(diff < 0, 0.3, 0.7) * diff ** 2).mean()
-        loss_q = ((q(q1, s, a) - y) ** 2).mean() + ((q(q2, s, a) - y) ** 2).mean()
-        w = torch.exp(3.0 * diff.detach()).clamp(max=100.0)
-        loss_a = -(w * actor.log_prob(s, a)).mean()
-        for opt in opts:
-            opt.zero_grad()
-        (loss_v + loss_q + loss_a).backward()
-        for opt in opts:
-            opt.step()
-        polyak(((t1, q1), (t2, q2)))
-
-    return step
+    return lambda: _iql_update(sample(data, batch), q, actor.log_prob, v, opts, ((t1, q1), (t2, q2)))
 
 
 def cql_discrete_step(data, num_actions, batch=BATCH):
@@ -183,26 +186,11 @@ def iql_discrete_step(data, num_actions, batch=BATCH):
     v = mlp(obs_dim, 1)
     opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
 
-    def step():
-        s, a, r, s2, d = sample(data, batch)
-        a = a.long().unsqueeze(-1)
-        with torch.no_grad():
-            tq = torch.min(t1(s).gather(-1, a), t2(s).gather(-1, a)).squeeze(-1)
-            y = r + 0.99 * (1 - d) * v(s2).squeeze(-1)
-        vs = v(s).squeeze(-1)
-        diff = tq - vs
-        loss_v = (torch.where(diff < 0, 0.3, 0.7) * diff ** 2).mean()
-        loss_q = ((q1(s).gather(-1, a).squeeze(-1) - y) ** 2).mean() + ((q2(s).gather(-1, a).squeeze(-1) - y) ** 2).mean()
-        w = torch.exp(3.0 * diff.detach()).clamp(max=100.0)
-        loss_a = -(w * torch.log_softmax(actor(s), -1).gather(-1, a).squeeze(-1)).mean()
-        for opt in opts:
-            opt.zero_grad()
-        (loss_v + loss_q + loss_a).backward()
-        for opt in opts:
-            opt.step()
-        polyak(((t1, q1), (t2, q2)))
+    def pick(values, a):
+        return values.gather(-1, a.long().unsqueeze(-1)).squeeze(-1)
 
-    return step
+    return lambda: _iql_update(sample(data, batch), lambda net, s, a: pick(net(s), a),
+                               lambda s, a: pick(torch.log_softmax(actor(s), -1), a), v, opts, ((t1, q1), (t2, q2)))
 
 
 REFERENCE_STEPS = {"cql": cql_step, "iql": iql_step}
