@@ -71,7 +71,6 @@ def check(name: str, batch: int, data: dict[str, np.ndarray], updates: int, dev:
     tensors = {k: torch.as_tensor(v, device=dev) for k, v in data.items()}
     low, high = torch.as_tensor(act_space.low), torch.as_tensor(act_space.high)
     if name in ("bc", "marwil"):
-        tensors.setdefault("returns_to_go", torch.zeros(len(tensors["obs"]), device=dev))  # unused by BC's loop
         pure = pure_loop(tensors, name, low, high, [256, 256], batch, 1e-3, device=dev)
     else:  # the reference updates build their networks and draw their samples on the default device
         torch.set_default_device(dev)

@@ -24,7 +24,6 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -44,8 +43,9 @@ def _mlp(i, o, hidden):
 def pure_loop(data: dict[str, torch.Tensor], algo: str, low, high, hidden, batch_size: int, lr: float, device="cpu",
               num_actions: int | None = None):
     """Returns a function running n updates. Data: obs [N, D], actions [N, A] (or [N] integers with
-    ``num_actions``: a categorical policy over that many actions), returns_to_go [N] (on ``device``)."""
-    obs, act, rtg = data["obs"], data["actions"], data["returns_to_go"]
+    ``num_actions``: a categorical policy over that many actions), MARWIL: returns_to_go [N] (on ``device``)."""
+    obs, act = data["obs"], data["actions"]
+    rtg = data["returns_to_go"] if algo == "marwil" else None  # BC's loss needs no returns
     n, d = len(obs), obs.shape[1]
     discrete = num_actions is not None
     a = num_actions if discrete else act.shape[1]
@@ -190,7 +190,6 @@ def main() -> None:
             startup[mode] = time.perf_counter() - t0 + (ray_s if mode == "in_memory" else 0.0)
             if pure is None:
                 data = {k: torch.as_tensor(v) for k, v in algo.offline_data.load_arrays().items()}
-                data.setdefault("returns_to_go", torch.zeros(len(data["obs"])))
                 space = algo.offline_data.action_space
                 k = int(space.n) if hasattr(space, "n") else None  # Discrete: a categorical policy / Q over k
                 low, high = (None, None) if k else (torch.as_tensor(space.low), torch.as_tensor(space.high))

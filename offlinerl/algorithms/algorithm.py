@@ -366,13 +366,15 @@ class Algorithm:
             self.experience.replay_size = self.learner_group.restore_online(self.experience.rebuild(replay))
         self.sync_weights()
 
-    def ray_nodes(self) -> dict[str, Any]:
+    def ray_nodes(self, validation: Any = None) -> dict[str, Any]:
         """Where this job runs (Ray node ids): the cluster's alive nodes, the driver's, each learner's by rank
-        (``num_learners=0``: the driver's) and, online, each env runner's and evaluation runner's."""
+        (``num_learners=0``: the driver's), the tasks of ``validation`` (``require_valid``'s result; none if
+        skipped) and, online, each env runner's and evaluation runner's."""
         from offlinerl.ray_utils import cluster_node_ids, node_id
 
         nodes: dict[str, Any] = {"cluster": cluster_node_ids(), "driver": node_id(),
-                                 "learners": self.learner_group.node_ids()}
+                                 "learners": self.learner_group.node_ids(),
+                                 "validation": validation.ray_nodes if validation is not None else []}
         if self.experience is not None:
             nodes["env_runners"] = self.experience.runners.node_ids()
             if self.experience.eval_runners is not None:

@@ -191,7 +191,7 @@ def run_pipeline(
         run = Path(run_dir)
         algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
-    nodes = {**algo.ray_nodes(), "validation": validation.ray_nodes if validation is not None else []}
+    nodes = algo.ray_nodes(validation)
     if not algo.can_evaluate:
         log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
             "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")

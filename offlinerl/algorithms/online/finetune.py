@@ -135,7 +135,7 @@ def run_finetune(
                                          validate_data=False)
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.env_steps} env steps, "
             f"{algo.num_updates} updates)")
-    nodes = {**algo.ray_nodes(), "validation": validation.ray_nodes if validation is not None else []}
+    nodes = algo.ray_nodes(validation)
     destination = _record_destination(pipeline, run)
     recording = None
     if destination is not None:
