@@ -184,6 +184,10 @@ class EnvRunnerGroup:
         number of runners or envs: every runner runs the one evaluation loop
         (``offlinerl.env.evaluation.run_episodes``) that offline evaluation runs.
         """
+        return episode_metrics(*self.evaluate_episodes(num_episodes, seed), prefix)
+
+    def evaluate_episodes(self, num_episodes: int, seed: int = 10_000) -> tuple[list[float], list[int]]:
+        """Returns and lengths of ``evaluate``'s episodes, in seed order."""
         seeds = [seed + j for j in range(num_episodes)]
         if self.local is not None:
             results = [self.local.evaluate(seeds)]
@@ -193,7 +197,7 @@ class EnvRunnerGroup:
             results = self._call_all("evaluate", args)
         returns = [r for res in results for r in res["episode_returns"]]
         lengths = [n for res in results for n in res["episode_lengths"]]
-        return episode_metrics(returns, lengths, prefix)
+        return returns, lengths
 
     def _collect_metrics(self, metrics: list[dict[str, Any]]) -> None:
         for m in metrics:

@@ -25,7 +25,7 @@ from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule, RLModule
 from offlinerl.episodes.arrow import batch_concat, batch_map
 
-__all__ = ["evaluate_module", "run_episodes", "episode_metrics"]
+__all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metrics"]
 
 #: ``batch of observations (one row per running episode) -> actions for the envs``.
 ActFn = Callable[[Any], Any]
@@ -87,8 +87,14 @@ def run_episodes(envs: Sequence[gym.Env], act: ActFn, seeds: Sequence[int]) -> t
     return returns, lengths
 
 
+def evaluate_module(module: RLModule | MultiRLModule, env_id: str, env_to_module: ConnectorPipeline,
+                    **kwargs: Any) -> dict[str, float]:
+    """``episode_metrics`` (prefix ``eval``) of ``module_episodes`` (same arguments)."""
+    return episode_metrics(*module_episodes(module, env_id, env_to_module, **kwargs), "eval")
+
+
 @torch.no_grad()
-def evaluate_module(
+def module_episodes(
     module: RLModule | MultiRLModule,
     env_id: str,
     env_to_module: ConnectorPipeline,
@@ -97,9 +103,9 @@ def evaluate_module(
     seed: int = 10_000,
     env_kwargs: Mapping[str, Any] | None = None,
     max_parallel: int = 32,
-) -> dict[str, float]:
-    """``episode_metrics`` (prefix ``eval``) of ``episodes`` deterministic episodes (seeds ``seed, seed + 1, ...``),
-    at most ``max_parallel`` at a time."""
+) -> tuple[list[float], list[int]]:
+    """Returns and lengths, in seed order, of ``episodes`` deterministic (``forward_inference``) episodes, episode
+    ``j`` reset with ``seed + j``, at most ``max_parallel`` at a time."""
     if episodes < 1:
         raise ValueError(f"evaluation episodes must be >= 1, got {episodes}")
     if isinstance(module, MultiRLModule):
@@ -115,8 +121,7 @@ def evaluate_module(
         return to_env({C.ACTIONS: out[C.ACTIONS]})[C.ACTIONS]
 
     try:
-        returns, lengths = run_episodes(envs, act, [seed + j for j in range(episodes)])
+        return run_episodes(envs, act, [seed + j for j in range(episodes)])
     finally:
         for env in envs:
             env.close()
-    return episode_metrics(returns, lengths, "eval")
