@@ -30,12 +30,15 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.algorithms.checkpoint import (Checkpoint, CheckpointError, allow_class, class_path, load_checkpoint,
-                                             write_checkpoint)
+from offlinerl.algorithms.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
+                                             load_checkpoint, write_checkpoint)
 from offlinerl.algorithms.config_io import merge, to_dict
 from offlinerl.algorithms.online.config import OnlineConfig
 from offlinerl.algorithms.online.experience import OnlineExperience
+from offlinerl.algorithms.online.gate import PolicyGate
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
 from offlinerl.core import columns as C
 from offlinerl.core.learner import POLICY_OPTIMIZERS
@@ -44,7 +47,7 @@ from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
 from offlinerl.env.env_check import check_env
-from offlinerl.env.evaluation import evaluate_module
+from offlinerl.env.evaluation import episode_metrics, module_episodes
 from offlinerl.episodes.spaces import space_to_json
 from offlinerl.episodes.validate import require_valid
 
@@ -118,6 +121,9 @@ class Algorithm:
         """Weight versions sent to the runners: every step of online experience records the one that acted."""
         self.best_eval_return: float | None = None
         self.last_eval: dict[str, float] = {}
+        self.gate = PolicyGate(online.gate_margin, online.gate_confidence) \
+            if online is not None and online.promotion == "gated" else None
+        """``online.promotion: gated``: the deployed policy (``offlinerl.algorithms.online.gate``)."""
         try:
             self.experience = None if online is None else self._build_experience(online, capacity)
         except BaseException:  # e.g. an env that cannot be made in a runner: leave no learner actors behind
@@ -195,6 +201,8 @@ class Algorithm:
         return metrics
 
     def train(self) -> dict[str, float]:
+        if self.gate is not None and self.gate.weights is None:  # the policy the job starts from is deployed first
+            self.gate.deploy(self.eval_module.state_dict())
         t0 = time.perf_counter()
         metrics = dict(self.training_step())
         elapsed = time.perf_counter() - t0
@@ -210,19 +218,51 @@ class Algorithm:
             "perf/samples_per_s": done * self.config.train_batch_size * max(1, self.config.num_learners) / elapsed if elapsed > 0 else 0.0,
             "perf/iteration_s": elapsed,
         })
-        self.sync_weights()
+        weights = self.sync_weights()
+        if self.gate is not None and self.iteration % self.online.gate_interval == 0:
+            metrics.update(self._gate(weights))
         interval = self.config.evaluation.interval
         if interval and self.iteration % interval == 0 and self.can_evaluate:
             metrics.update(self.evaluate())
         return metrics
 
-    def sync_weights(self) -> None:
-        """Copy the learners' weights into the inference-only evaluation module; online, also send the runners the
-        inference-only weights, the env-to-module connector state and ``weights_seq_no``."""
+    def sync_weights(self) -> dict[str, Any]:
+        """Copy the learners' weights (a gated job: the deployed policy's, once there is one) into the
+        inference-only evaluation module; online, also send the runners the learners' inference-only weights, the
+        env-to-module connector state and ``weights_seq_no``. Returns the learners' weights."""
         weights = self.learner_group.get_weights()
-        self.eval_module.load_state_dict(weights)
+        deployed = self.gate.weights if self.gate is not None else None
+        self.eval_module.load_state_dict(weights if deployed is None else deployed)
         if self.experience is not None:
             self.experience.sync(weights, self.offline_data.connector_state(), self.weights_seq_no)
+        return weights
+
+    def _play(self, episodes: int, seed: int, weights: Mapping[str, Any] | None = None) -> tuple[list[float], list[int]]:
+        """Returns and lengths (in seed order) of ``episodes`` ``forward_inference`` episodes in the evaluation env,
+        episode ``j`` reset with ``seed + j``: the evaluation module's policy, or ``weights`` (loaded into it)."""
+        if weights is not None:
+            self.eval_module.load_state_dict(weights)
+        if self.experience is not None and self.experience.eval_runners is not None:
+            return self.experience.evaluate(episodes, seed, weights=self.eval_module.state_dict())
+        ev = self.config.evaluation
+        return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,
+                               env_kwargs=ev.env_kwargs)
+
+    def _gate(self, weights: Mapping[str, Any]) -> dict[str, float]:
+        """Play the deployed and the learners' policy on the same fresh gate episodes; deploy the learners' if their
+        paired return difference clears the gate (``PolicyGate.consider``)."""
+        on = self.online
+        seed = self.gate.seed(on.gate_seed, on.gate_episodes)
+        deployed, deployed_lengths = self._play(on.gate_episodes, seed, self.gate.weights)
+        candidate, lengths = self._play(on.gate_episodes, seed, weights)
+        promoted, diff, se = self.gate.consider(self.eval_module.state_dict(), candidate, deployed)
+        self.eval_module.load_state_dict(self.gate.weights)
+        steps = sum(deployed_lengths) + sum(lengths)
+        self.env_steps += steps
+        return {"online/env_steps": float(self.env_steps), "online/gate_env_steps": float(steps),
+                "online/candidate_return": float(np.mean(candidate)), "online/deployed_return": float(np.mean(deployed)),
+                "online/gate_diff": diff, "online/gate_diff_se": se,
+                "online/promoted": float(promoted), "online/promotions": float(self.gate.promotions)}
 
     def set_weights(self, weights: Mapping[str, Any], strict: bool = True) -> None:
         """Load module weights (a MultiRLModule state; ``strict=False``: a subset, e.g. a BC policy into a MARWIL
@@ -255,6 +295,9 @@ class Algorithm:
                               "from single-agent gymnasium envs")
         if self.online.env is None and not self.can_evaluate:
             raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
+        if self.online.promotion == "gated" and not self.can_evaluate:
+            raise ConfigError("online.promotion: gated scores policies in the evaluation env; the dataset names none "
+                              "and evaluation.env is not set")
         if self.online.env is not None:
             check_env(self.online.env, data.observation_space, data.action_space, self.online.env_kwargs,
                       trusted=True, what=f"the dataset {self.dataset}")
@@ -277,11 +320,7 @@ class Algorithm:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.interval=0")
         ev = self.config.evaluation
-        if self.experience is not None and self.experience.eval_runners is not None:
-            out = self.experience.evaluate(episodes or ev.episodes, ev.seed)
-        else:
-            out = evaluate_module(self.eval_module, self.eval_env_id(), self.env_to_module,
-                                  episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=ev.env_kwargs)
+        out = episode_metrics(*self._play(episodes or ev.episodes, ev.seed), "eval")  # the evaluation module's policy
         ret = out["eval/return_mean"]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
@@ -309,13 +348,16 @@ class Algorithm:
             "best_eval_return": self.best_eval_return,
             "last_eval": self.last_eval,
             **({} if self.online is None else {"online": to_dict(self.online)}),
+            **({} if self.gate is None or self.gate.weights is None else {"gate": self.gate.metadata()}),
         }
 
     def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write a checkpoint directory atomically (temp dir + rename); online, with the replay's episodes."""
         replay = None if self.experience is None else self.experience.replay_episodes()
-        return write_checkpoint(path, self.learner_group.get_state(), self.metadata(), overwrite=overwrite,
-                                replay=replay)
+        state = self.learner_group.get_state()
+        if self.gate is not None and self.gate.weights is not None:
+            state = {**state, DEPLOYED_KEY: self.gate.weights}  # what the checkpoint's policy readers load
+        return write_checkpoint(path, state, self.metadata(), overwrite=overwrite, replay=replay)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | Checkpoint, *, dataset: str | Path | None = None,
@@ -355,6 +397,9 @@ class Algorithm:
         self.env_to_module = self.offline_data.env_to_module_pipeline()
         state = ckpt.state if resume else _new_job_state(ckpt.state, self.learner_group.num_shards)
         self.learner_group.set_state(state)
+        deployed = None if ckpt.deployed_state() is None else ckpt.build_module(inference_only=True).state_dict()
+        if deployed is not None and not resume:  # a new job starts from the policy the old one deployed
+            self.learner_group.set_weights(deployed, strict=False)
         meta = ckpt.meta
         self.num_updates = int(meta["num_updates"])
         self.iteration = int(meta["iteration"]) if resume else 0
@@ -364,6 +409,10 @@ class Algorithm:
         self.last_eval = (meta.get("last_eval") or {}) if resume else {}
         if replay is not None:
             self.experience.replay_size = self.learner_group.restore_online(self.experience.rebuild(replay))
+        if self.gate is not None and resume and deployed is not None:
+            if not isinstance(meta.get("gate"), dict):
+                raise CheckpointError(f"{ckpt.path}: holds a deployed policy but algorithm.json has no gate record")
+            self.gate.restore(deployed, meta["gate"])
         self.sync_weights()
 
     def ray_nodes(self, validation: Any = None) -> dict[str, Any]:

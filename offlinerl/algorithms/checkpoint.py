@@ -5,7 +5,9 @@
                            learner class names, connector state, counters, and the size and
                            sha256 of every other file
         learner_group.pt   tensors only: the LearnerGroup state (module weights, optimizers,
-                           RNG states, sampler state, replay counters), read with
+                           RNG states, sampler state, replay counters) and, from a gated
+                           fine-tune (``online.promotion: gated``), the deployed policy's
+                           inference-only weights (``deployed``), read with
                            ``torch.load(weights_only=True)``
         replay/            online jobs only: an episode dataset (dataset.json + parquet) of the
                            online experience whose transitions the learners' replays may still
@@ -25,7 +27,10 @@ the size and hash of each of its files are checked.
 
 Every reader (``evaluate``, ``collect --policy``, ``finetune --from``,
 ``train --resume``, ``Algorithm.from_checkpoint``) goes through
-:func:`load_checkpoint`; the only writer is :func:`write_checkpoint`.
+:func:`load_checkpoint`; the only writer is :func:`write_checkpoint`. The
+checkpoint's *policy* (``Checkpoint.policy_state``, what acting, evaluation,
+OPE and export load) is the deployed one where a gated fine-tune wrote it, else
+the learners' module.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from offlinerl.episodes.spaces import SpaceError, space_from_json
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
+    "DEPLOYED_KEY",
     "Checkpoint",
     "CheckpointError",
     "ReplayEpisodes",
@@ -67,6 +73,8 @@ READABLE_VERSIONS = (1, 2)
 METADATA_FILE = "algorithm.json"
 STATE_FILE = "learner_group.pt"
 REPLAY_DIR = "replay"
+#: ``learner_group.pt``'s entry for a gated fine-tune's deployed policy (inference-only weights).
+DEPLOYED_KEY = "deployed"
 #: ``algorithm.json`` holds a config and small statistics; anything bigger is not ours.
 MAX_METADATA_BYTES = 16 * 2**20
 
@@ -302,6 +310,9 @@ class Checkpoint:
                 isinstance(s, dict) and isinstance(s.get("learner"), dict) and isinstance(s["learner"].get("module"), dict)
                 for s in learners)):
             raise CheckpointError(f"{file}: not a LearnerGroup state (expected learners[*].learner.module)")
+        deployed = state.get(DEPLOYED_KEY)
+        if deployed is not None and not (isinstance(deployed, dict) and deployed):
+            raise CheckpointError(f"{file}: its {DEPLOYED_KEY!r} entry is not a module state")
         return state
 
     @property
@@ -341,6 +352,15 @@ class Checkpoint:
         """The trained module's weights (every learner holds the same; learner 0's are returned)."""
         return self.state["learners"][0]["learner"]["module"]
 
+    def deployed_state(self) -> dict[str, torch.Tensor] | None:
+        """A gated fine-tune's deployed policy (inference-only weights); None for any other checkpoint."""
+        return self.state.get(DEPLOYED_KEY)
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The weights acting loads: the deployed policy where there is one, else the trained module's."""
+        deployed = self.deployed_state()
+        return self.module_state() if deployed is None else deployed
+
     @cached_property
     def trained_module(self) -> Any:
         """The full module (critics and targets too) with this checkpoint's weights, built and checked once."""
@@ -355,9 +375,10 @@ class Checkpoint:
         })
 
     def build_module(self, inference_only: bool = True) -> Any:
-        """The MultiRLModule with this checkpoint's weights, checked for shape and finiteness."""
+        """The MultiRLModule with this checkpoint's weights, checked for shape and finiteness: inference-only, the
+        policy (``policy_state``); else the trained module (learners' weights, critics and targets too)."""
         module = self.module_spec().build(inference_only=inference_only)
-        weights = self.module_state()
+        weights = self.policy_state() if inference_only else self.module_state()
         file = self.path / STATE_FILE
         for key, value in weights.items():
             if not isinstance(value, torch.Tensor):

@@ -18,6 +18,7 @@ from offlinerl.algorithms.checkpoint import load_checkpoint
 from offlinerl.algorithms.config_io import from_dict
 from offlinerl.algorithms.iql import IQLConfig
 from offlinerl.algorithms.online.config import FinetunePipeline, OnlineConfig
+from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
 from offlinerl.algorithms.online.finetune import run_finetune
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes
@@ -87,12 +88,13 @@ def test_two_remote_learners_two_runners_and_streaming_data_behave_like_one_lear
     assert one["ray_nodes"]["env_runners"] == [one["ray_nodes"]["driver"]]  # in-process runner
 
 
-def _finetune_file(tmp_path: Path, checkpoint: Path) -> Path:
+def _finetune_file(tmp_path: Path, checkpoint: Path, **online) -> Path:
     """Pendulum-v1: 200-step episodes, 200 env steps per iteration, one env: iterations end on episode
     boundaries. A replay of 300 transitions wraps, so its ring position must come back too."""
     spec = {"checkpoint": str(checkpoint),
             "config": {"updates_per_iteration": 10, "evaluation": {"episodes": 2, "seed": 100, "interval": 2}},
-            "online": {"env_steps_per_iteration": 200, "num_envs": 1, "online_fraction": 0.5, "replay_capacity": 300},
+            "online": {"env_steps_per_iteration": 200, "num_envs": 1, "online_fraction": 0.5, "replay_capacity": 300,
+                       **online},
             "stop": {"iterations": 6}, "checkpoint_interval": 1}
     path = tmp_path / "finetune.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -104,9 +106,10 @@ def _comparable(run: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(("perf/", "time/"))} for r in lines]
 
 
-def test_kill_9_then_finetune_resume_equals_the_uninterrupted_job(pendulum_iql, tmp_path, capsys):
-
-    job = _finetune_file(tmp_path, pendulum_iql)
+@pytest.mark.parametrize("gate", [{}, {"promotion": "gated", "gate_episodes": 1}], ids=["always", "gated"])
+def test_kill_9_then_finetune_resume_equals_the_uninterrupted_job(pendulum_iql, tmp_path, capsys, gate):
+    """Gated, the deployed policy, its score and the gate count come back too (what later gates compare)."""
+    job = _finetune_file(tmp_path, pendulum_iql, **gate)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main(["finetune", str(job), "-o", str(whole), "--record", str(tmp_path / "whole-episodes"),
                  "--no-progress"]) == 0
@@ -121,12 +124,16 @@ def test_kill_9_then_finetune_resume_equals_the_uninterrupted_job(pendulum_iql, 
     assert _comparable(killed) == _comparable(whole)
     a = json.loads((whole / "result.json").read_text())
     b = json.loads((killed / "result.json").read_text())
-    for key in ("initial_eval_return", "final_eval_return", "updates", "env_steps", "curve"):
+    for key in ("initial_eval_return", "final_eval_return", "updates", "env_steps", "curve", "gate"):
         assert a[key] == b[key], key
-    wa = torch.load(whole / "checkpoints" / "final" / "learner_group.pt", weights_only=True)["learners"][0]
-    wb = torch.load(killed / "checkpoints" / "final" / "learner_group.pt", weights_only=True)["learners"][0]
+    sa, sb = (torch.load(r / "checkpoints" / "final" / "learner_group.pt", weights_only=True) for r in (whole, killed))
+    wa, wb = sa["learners"][0], sb["learners"][0]
     for key, value in wa["learner"]["module"].items():
         assert torch.equal(value, wb["learner"]["module"][key]), key
+    assert ("deployed" in sa) == ("deployed" in sb) == bool(gate)
+    if gate:
+        assert a["gate"]["gates"] == 6
+        assert all(torch.equal(v, sb["deployed"][k]) for k, v in sa["deployed"].items())
     assert wa["source"]["online"] == wb["source"]["online"] == {"capacity": 300, "next": 0, "size": 300,
                                                                  "num_added": 1200}
     # The recording holds every step once, the resumed part included: the same steps as the whole job's.
@@ -207,5 +214,74 @@ def test_critic_warmup_holds_the_policy_while_the_critics_learn_then_releases_it
         assert algo.train()["online/policy_held"] == 0.0
         pi3, _ = split(algo.learner_group.get_weights())
         assert any(not torch.equal(pi2[k], pi3[k]) for k in pi2)
+    finally:
+        algo.stop()
+
+
+def _policy(weights: dict) -> dict:
+    return {k: v.clone() for k, v in weights.items() if ".pi_" in f".{k}"}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_gate_that_is_never_passed_keeps_the_starting_policy_wherever_the_policy_is_read(pendulum_iql, tmp_path):
+    """gate_margin 1e9: no candidate is ever deployed. The learners train on, but evaluation, the checkpoint's
+    policy (evaluate/export read it), a new job from it and a resumed job all have the starting policy; gate
+    episodes (both policies, fresh starts every gate) count as env steps."""
+    online = OnlineConfig(env_steps_per_iteration=100, num_envs=1, promotion="gated", gate_episodes=2,
+                          gate_margin=1e9)
+    algo = Algorithm.from_checkpoint(pendulum_iql, online=online, resume=False,
+                                     overrides={"updates_per_iteration": 5, "evaluation": {"interval": 0}})
+    try:
+        start = _policy(algo.eval_module.state_dict())
+        metrics = [algo.train() for _ in range(2)]
+        assert [m["online/promoted"] for m in metrics] == [0.0, 0.0]
+        assert metrics[-1]["online/promotions"] == 0.0
+        assert metrics[-1]["online/candidate_return"] != metrics[-1]["online/deployed_return"]
+        assert algo.env_steps == 2 * 100 + 2 * 2 * 2 * 200  # sampling + 2 gates x 2 policies x 2 episodes
+        assert metrics[-1]["online/env_steps"] == algo.env_steps
+        learner = _policy(algo.learner_group.get_weights())
+        assert not _same(learner, {k: v for k, v in start.items()})  # the learners moved on ...
+        assert _same(_policy(algo.eval_module.state_dict()), start)  # ... the evaluated policy did not
+        ckpt_path = algo.save_checkpoint(tmp_path / "gated")
+    finally:
+        algo.stop()
+    ckpt = load_checkpoint(ckpt_path)
+    assert _same(_policy(ckpt.build_module(inference_only=True).state_dict()), start)  # evaluate, export, ope
+    factory, _, _ = checkpoint_policy(ckpt_path)  # collect --policy
+    assert _same(_policy(factory.weights), {k.split("default_policy.", 1)[1]: v for k, v in start.items()})
+    assert _same(_policy(ckpt.trained_module.state_dict()), learner)
+    assert ckpt.meta["gate"] == {"score": metrics[-1]["online/deployed_return"], "gates": 2, "promotions": 0}
+    fresh = Algorithm.from_checkpoint(ckpt_path, online=OnlineConfig(env_steps_per_iteration=100), resume=False)
+    try:
+        assert _same(_policy(fresh.learner_group.get_weights()), start)  # a new job starts from the deployed policy
+    finally:
+        fresh.stop()
+    resumed = Algorithm.from_checkpoint(ckpt_path, online=online)
+    try:
+        assert (resumed.gate.score, resumed.gate.gates) == (metrics[-1]["online/deployed_return"], 2)
+        assert _same(_policy(resumed.eval_module.state_dict()), start)
+        assert _same(_policy(resumed.learner_group.get_weights()), learner)
+    finally:
+        resumed.stop()
+
+
+def test_a_gate_with_nothing_to_beat_deploys_every_candidate_every_gate_interval(pendulum_iql):
+    online = OnlineConfig(env_steps_per_iteration=100, num_envs=1, promotion="gated", gate_episodes=1,
+                          gate_margin=-1e9, gate_interval=2)
+    algo = Algorithm.from_checkpoint(pendulum_iql, online=online, resume=False,
+                                     overrides={"updates_per_iteration": 5, "evaluation": {"interval": 0}})
+    try:
+        start = _policy(algo.eval_module.state_dict())
+        first = algo.train()
+        assert "online/promoted" not in first and algo.env_steps == 100  # no gate in iteration 1
+        assert _same(_policy(algo.eval_module.state_dict()), start)
+        second = algo.train()
+        assert (second["online/promoted"], second["online/promotions"]) == (1.0, 1.0)
+        assert algo.gate.score == second["online/candidate_return"]
+        assert algo.env_steps == 200 + 2 * 200
+        assert _same(_policy(algo.eval_module.state_dict()), _policy(algo.learner_group.get_weights()))
     finally:
         algo.stop()

@@ -27,7 +27,7 @@ def checkpoint_policy(path: str | Path, env: str | None = None, env_kwargs: Mapp
         check_env(env, ckpt.observation_space, ckpt.action_space, env_kwargs, what=f"the checkpoint {path}")
     ckpt.build_module(inference_only=True)  # shapes and finiteness checked here, once, with a clear message
     spec = ckpt.module_spec().specs[C.DEFAULT_MODULE_ID]
-    weights = module_weights(ckpt.module_state(), C.DEFAULT_MODULE_ID)
+    weights = module_weights(ckpt.policy_state(), C.DEFAULT_MODULE_ID)
     connectors = PipelineConnectors(ckpt.env_to_module(), module_to_env_pipeline(ckpt.action_space))
     info = {
         "policy": str(path),

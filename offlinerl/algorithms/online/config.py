@@ -25,6 +25,8 @@ from offlinerl.data.replay import MIXING
 
 __all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline", "load_finetune_run"]
 
+PROMOTIONS = ("always", "gated")
+
 
 @dataclass(frozen=True, kw_only=True)
 class OnlineConfig:
@@ -59,6 +61,24 @@ class OnlineConfig:
     """Continue as this algorithm (e.g. "marwil" from a "bc" checkpoint); None = the checkpoint's."""
     num_eval_env_runners: int = 0
     """EnvRunner actors for evaluation (0 = in this process)."""
+    promotion: str = "always"
+    """``always``: the learners' latest policy is the job's (evaluated, checkpointed, exported); ``gated``: it is
+    deployed only once it scores at least the deployed policy on the gate episodes (``offlinerl.algorithms.online.
+    gate``), so no evaluation falls below the policy the job started from for long. The runners explore with the
+    learners' latest policy either way."""
+    gate_episodes: int = 10
+    """``gated``: ``forward_inference`` episodes each of the two policies plays per gate (2 × this many episodes,
+    counted in ``online/env_steps``)."""
+    gate_interval: int = 1
+    """``gated``: iterations between gates."""
+    gate_seed: int = 20_000
+    """``gated``: gate ``g`` resets episode ``j`` with ``gate_seed + g * gate_episodes + j`` (keep the range apart
+    from evaluation.seed's)."""
+    gate_margin: float = 0.0
+    """``gated``: return (env units) the candidate must add, on average over the gate's starts, to be deployed."""
+    gate_confidence: float = 1.0
+    """``gated``: standard errors of the mean paired difference subtracted before comparing it with the margin
+    (0 = compare the means; 1 = the difference must stand one standard error clear)."""
     save_online_episodes: bool = True
     """``offlinerl finetune`` without ``--record``: write every online episode to ``<run>/online-episodes``."""
 
@@ -79,6 +99,13 @@ class OnlineConfig:
             raise ConfigError(f"online.mixing: one of {', '.join(MIXING)}, got {self.mixing!r}")
         if self.critic_warmup_iterations < 0:
             raise ConfigError(f"online.critic_warmup_iterations: must be >= 0, got {self.critic_warmup_iterations}")
+        if self.promotion not in PROMOTIONS:
+            raise ConfigError(f"online.promotion: one of {', '.join(PROMOTIONS)}, got {self.promotion!r}")
+        if self.gate_confidence < 0:
+            raise ConfigError(f"online.gate_confidence: must be >= 0, got {self.gate_confidence}")
+        for name in ("gate_episodes", "gate_interval"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"online.{name}: must be >= 1, got {getattr(self, name)}")
         if self.replay_capacity < 1:
             raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
 

@@ -185,18 +185,25 @@ class OnlineExperience:
         return [{k: np.concatenate([p[k] for p in part]) for k in part[0]} if part else {} for part in parts]
 
     # -- weights and connector state --------------------------------------------------------------------
+    def _acting(self, weights: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in module_weights(weights, C.DEFAULT_MODULE_ID).items() if k in self._acting_keys}
+
     def sync(self, weights: Mapping[str, Any], connector_state: Mapping[str, Any], weights_seq_no: int) -> None:
         """Send the inference-only part of ``weights`` (a MultiRLModule state), the env-to-module connector state
         and ``weights_seq_no`` to every runner."""
-        acting = {k: v for k, v in module_weights(weights, C.DEFAULT_MODULE_ID).items() if k in self._acting_keys}
-        self._state = {"policy": acting, "connectors": dict(connector_state), "weights_seq_no": weights_seq_no}
+        self._state = {"policy": self._acting(weights), "connectors": dict(connector_state),
+                       "weights_seq_no": weights_seq_no}
         self.runners.sync_state(self._state)
 
-    def evaluate(self, episodes: int, seed: int) -> dict[str, float]:
-        """``episodes`` ``forward_inference`` episodes on the evaluation runners, with the last synced state."""
+    def evaluate(self, episodes: int, seed: int, weights: Mapping[str, Any] | None = None
+                 ) -> tuple[list[float], list[int]]:
+        """Returns and lengths (in seed order) of ``episodes`` ``forward_inference`` episodes on the evaluation
+        runners, with the last synced state (``weights``: with these weights instead, e.g. a gated job's
+        deployed policy)."""
         assert self.eval_runners is not None
-        self.eval_runners.sync_state(self._state)
-        return self.eval_runners.evaluate(episodes, seed=seed)
+        state = self._state if weights is None else {**self._state, "policy": self._acting(weights)}
+        self.eval_runners.sync_state(state)
+        return self.eval_runners.evaluate_episodes(episodes, seed=seed)
 
     def metrics(self) -> dict[str, float]:
         """The runners' episodes and env steps since the last call, and their restarts."""

@@ -55,6 +55,8 @@ def start_online(pipeline: FinetunePipeline, validate_data: bool = False) -> Alg
                      validate_data=validate_data, online=pipeline.online)
     try:
         algo.set_weights(ckpt.trained_module.state_dict(), strict=False)  # checked: shapes, finite values
+        if ckpt.deployed_state() is not None:  # a gated fine-tune's deployed policy, as from_checkpoint starts from
+            algo.set_weights(ckpt.build_module(inference_only=True).state_dict(), strict=False)
     except ValueError as exc:
         algo.stop()
         raise ConfigError(f"online.algorithm={target}: the checkpoint's module does not fit: {exc}") from None
@@ -183,6 +185,7 @@ def run_finetune(
         "updates": algo.num_updates,
         "env_steps": algo.env_steps,
         "env_runner_restarts": algo.experience.runners.num_restarts,
+        "gate": None if algo.gate is None else algo.gate.metadata(),
         "curve": _curve(job.history),
         "time_s": time.time() - t_start,
         "train_time_s": job.train_s,
