@@ -5,12 +5,14 @@ For each offline pipeline P (``pipelines/P.yaml``) with a fine-tuning pipeline
 
 1. ``offlinerl train P.yaml --set config.seed=S``: the offline checkpoint (kept in ``--workdir``);
 2. **fine-tune**: ``offlinerl finetune P-finetune.yaml --from`` it;
-3. **offline continuation**: the same job with ``online.online_fraction=0``: the same updates on
-   the same schedule, the online experience collected but never learned from;
+3. **offline continuation**: the same job with ``online.online_fraction=0`` and no gate
+   (``online.promotion=always``): the same updates on the same schedule, the online experience
+   collected but never learned from, and the learners' policy evaluated as it is;
 4. **online from scratch**: the same job from a checkpoint of P after one update (untrained
    weights) with ``online.online_fraction=1``: the same algorithm and env steps, no offline
    transitions (the observation statistics still come from the dataset), and no critic warm-up
-   (holding an untrained policy would only handicap it).
+   (holding an untrained policy would only handicap it); a gated pipeline stays gated, so both
+   spend the same env steps.
 
 Every evaluation (``eval/return_mean`` in ``metrics.jsonl``) is normalised with the dataset's
 card (0 = random, 100 = best behaviour level). The worst dip is the lowest evaluation during
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("finetune", "offline_continuation", "online_from_scratch")
 SETS = {
     "finetune": [],
-    "offline_continuation": ["online.online_fraction=0"],
+    "offline_continuation": ["online.online_fraction=0", "online.promotion=always"],
     "online_from_scratch": ["online.online_fraction=1", "online.mixing=fixed", "online.critic_warmup_iterations=0"],
 }
 
