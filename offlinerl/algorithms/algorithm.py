@@ -12,7 +12,10 @@ iterations. ``training_step`` offline: ``updates_per_iteration`` updates in one
 call per learner; online: sample ``env_steps_per_iteration`` env steps -> the
 learner connector pipeline -> each learner's replay (its shard) ->
 ``updates_per_iteration`` updates on batches mixing replay and offline data ->
-``weights_seq_no + 1``.
+``weights_seq_no + 1``. A gated online job (``online.promotion: gated``) evaluates
+and checkpoints the deployed policy instead of the learners' latest, and every
+``online.gate_interval`` iterations plays both on the same fresh starts to decide
+whether to replace it (``offlinerl.algorithms.online.gate``).
 
 Checkpoints (``offlinerl.algorithms.checkpoint``, the one place that writes and
 reads them) hold the module, optimizers, learner RNG states and sampler state

@@ -63,9 +63,9 @@ class OnlineConfig:
     """EnvRunner actors for evaluation (0 = in this process)."""
     promotion: str = "always"
     """``always``: the learners' latest policy is the job's (evaluated, checkpointed, exported); ``gated``: it is
-    deployed only once it scores at least the deployed policy on the gate episodes (``offlinerl.algorithms.online.
-    gate``), so no evaluation falls below the policy the job started from for long. The runners explore with the
-    learners' latest policy either way."""
+    deployed only once it beats the deployed policy on the same fresh gate episodes by ``gate_confidence`` standard
+    errors (``offlinerl.algorithms.online.gate``), so a policy that is unlearning is not the job's. The runners
+    explore with the learners' latest policy either way."""
     gate_episodes: int = 10
     """``gated``: ``forward_inference`` episodes each of the two policies plays per gate (2 × this many episodes,
     counted in ``online/env_steps``)."""
