@@ -202,7 +202,9 @@ class OfflineData:
         kwargs: dict[str, Any] = {"shuffle": "files"} if shuffle_files else {}
         if block_bytes:
             blocks = max(len(parquet_files(self.path)), math.ceil(self.estimated_bytes() / block_bytes))
-            rows = self.info.num_rows  # 0 where dataset.json predates the count: no cap then
+            # A block holds at least one row, and a row at least one step: num_steps bounds the blocks where a
+            # dataset.json predates the row count (0 for both: no cap).
+            rows = self.info.num_rows or self.info.num_steps
             kwargs["override_num_blocks"] = min(blocks, rows) if rows else blocks
         ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
         ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns), **kwargs)

@@ -142,4 +142,6 @@ def test_streaming_blocks_hold_about_block_bytes_whatever_the_files(ray_session,
     assert blocks(1) == (60, total)  # nor more than rows (episode chunks)
     old = OfflineData(path, MARWILConfig(data=DataConfig(mode="streaming")))
     old.info = dataclasses.replace(old.info, num_rows=0)  # a dataset.json from before rows were counted
-    assert old.transitions(block_bytes=-(-size // 40)).materialize().num_blocks() == 40  # no cap, not one block
+    assert old.transitions(block_bytes=-(-size // 40)).materialize().num_blocks() == 40  # not one block
+    old.info = dataclasses.replace(old.info, num_steps=20)  # then its steps bound the blocks
+    assert old.transitions(block_bytes=1).materialize().num_blocks() == 20
