@@ -246,7 +246,7 @@ class Algorithm:
         if weights is not None:
             self.eval_module.load_state_dict(weights)
         if self.experience is not None and self.experience.eval_runners is not None:
-            return self.experience.evaluate(episodes, seed, weights=self.eval_module.state_dict())
+            return self.experience.evaluate_episodes(episodes, seed, weights=self.eval_module.state_dict())
         ev = self.config.evaluation
         return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,
                                env_kwargs=ev.env_kwargs)
@@ -400,7 +400,7 @@ class Algorithm:
         self.env_to_module = self.offline_data.env_to_module_pipeline()
         state = ckpt.state if resume else _new_job_state(ckpt.state, self.learner_group.num_shards)
         self.learner_group.set_state(state)
-        deployed = None if ckpt.deployed_state() is None else ckpt.build_module(inference_only=True).state_dict()
+        deployed = ckpt.deployed_policy()
         if deployed is not None and not resume:  # a new job starts from the policy the old one deployed
             self.learner_group.set_weights(deployed, strict=False)
         meta = ckpt.meta

@@ -356,6 +356,11 @@ class Checkpoint:
         """A gated fine-tune's deployed policy (inference-only weights); None for any other checkpoint."""
         return self.state.get(DEPLOYED_KEY)
 
+    def deployed_policy(self) -> dict[str, torch.Tensor] | None:
+        """``deployed_state`` as the state of the inference-only module it was loaded into (shapes and finiteness
+        checked, as ``build_module`` checks them); None for a checkpoint without one."""
+        return None if self.deployed_state() is None else self.build_module(inference_only=True).state_dict()
+
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The weights acting loads: the deployed policy where there is one, else the trained module's."""
         deployed = self.deployed_state()

@@ -195,8 +195,8 @@ class OnlineExperience:
                        "weights_seq_no": weights_seq_no}
         self.runners.sync_state(self._state)
 
-    def evaluate(self, episodes: int, seed: int, weights: Mapping[str, Any] | None = None
-                 ) -> tuple[list[float], list[int]]:
+    def evaluate_episodes(self, episodes: int, seed: int, weights: Mapping[str, Any] | None = None
+                          ) -> tuple[list[float], list[int]]:
         """Returns and lengths (in seed order) of ``episodes`` ``forward_inference`` episodes on the evaluation
         runners, with the last synced state (``weights``: with these weights instead, e.g. a gated job's
         deployed policy)."""

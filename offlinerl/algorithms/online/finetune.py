@@ -55,8 +55,9 @@ def start_online(pipeline: FinetunePipeline, validate_data: bool = False) -> Alg
                      validate_data=validate_data, online=pipeline.online)
     try:
         algo.set_weights(ckpt.trained_module.state_dict(), strict=False)  # checked: shapes, finite values
-        if ckpt.deployed_state() is not None:  # a gated fine-tune's deployed policy, as from_checkpoint starts from
-            algo.set_weights(ckpt.build_module(inference_only=True).state_dict(), strict=False)
+        deployed = ckpt.deployed_policy()
+        if deployed is not None:  # a gated fine-tune's deployed policy, as from_checkpoint starts from
+            algo.set_weights(deployed, strict=False)
     except ValueError as exc:
         algo.stop()
         raise ConfigError(f"online.algorithm={target}: the checkpoint's module does not fit: {exc}") from None
