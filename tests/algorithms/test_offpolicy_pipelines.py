@@ -1,5 +1,6 @@
-"""The shipped CQL/IQL pipeline files load and validate (their learning results: benchmarks/README.md)."""
+"""The shipped CQL/IQL pipeline files (offline and fine-tune) load and validate (their results: benchmarks/README.md)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,33 @@ def test_progress_bar_shows_the_loss_terms_each_algorithm_has():
     assert _postfix(iql, {}) == {"actor": "-0.412", "critic": "2", "value": "0.01"}
     assert _postfix({"main/losses/actor": 0.5}, {}) == {"actor": "0.5"}  # multi-module prefix
     assert _postfix({"losses/actor": 0.5}, {"eval/return_mean": -201.25}) == {"actor": "0.5", "eval": "-201.2"}
+
+
+#: Issue 12's env-step budget on the Pendulum and CartPole tasks.
+FINETUNE_BUDGET = {"pendulum": 50_000, "cartpole": 50_000, "double-pendulum": None}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
+    """``<name>-finetune.yaml`` applies onto the offline pipeline's config (a typo'd key or a bad value fails here,
+    not minutes into a job), and its worst case (every sampled step + every gate episode at the env's step limit)
+    stays within the budget the benchmark reports."""
+    import gymnasium as gym
+
+    from offlinerl.algorithms.config_io import merge, to_dict
+    from offlinerl.algorithms.online.config import load_finetune_pipeline
+
+    _, config = load_pipeline(PIPELINES / f"{name}.yaml")
+    ft = load_finetune_pipeline(PIPELINES / f"{name}-finetune.yaml", checkpoint="unused")
+    tuned = type(config).from_dict(merge(to_dict(config), ft.config))
+    assert {k: getattr(tuned, k) for k in ft.config if k != "evaluation"} == \
+        {k: v for k, v in ft.config.items() if k != "evaluation"}
+    budget = FINETUNE_BUDGET[name.rsplit("-", 1)[0]]
+    if budget is None:
+        return
+    env_id = json.loads((PIPELINES.parent / load_pipeline(PIPELINES / f"{name}.yaml")[0].dataset / "dataset.json")
+                        .read_text())["env_id"]
+    online, iterations = ft.online, ft.stop.iterations
+    gates = iterations // online.gate_interval if online.promotion == "gated" else 0
+    worst = iterations * online.env_steps_per_iteration + gates * 2 * online.gate_episodes * gym.spec(env_id).max_episode_steps
+    assert worst <= budget
