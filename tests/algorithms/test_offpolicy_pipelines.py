@@ -33,8 +33,9 @@ def test_progress_bar_shows_the_loss_terms_each_algorithm_has():
     assert _postfix({"losses/actor": 0.5}, {"eval/return_mean": -201.25}) == {"actor": "0.5", "eval": "-201.2"}
 
 
-#: Issue 12's env-step budget on the Pendulum and CartPole tasks.
-FINETUNE_BUDGET = {"pendulum": 50_000, "cartpole": 50_000, "double-pendulum": None}
+#: Env steps a fine-tune may spend: issue 12 asks for <= 50,000 on Pendulum and CartPole; the same is stated for
+#: InvertedDoublePendulum (benchmarks/README.md).
+FINETUNE_BUDGET = 50_000
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,12 +53,9 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
     tuned = type(config).from_dict(merge(to_dict(config), ft.config))
     assert {k: getattr(tuned, k) for k in ft.config if k != "evaluation"} == \
         {k: v for k, v in ft.config.items() if k != "evaluation"}
-    budget = FINETUNE_BUDGET[name.rsplit("-", 1)[0]]
-    if budget is None:
-        return
     env_id = json.loads((PIPELINES.parent / load_pipeline(PIPELINES / f"{name}.yaml")[0].dataset / "dataset.json")
                         .read_text())["env_id"]
     online, iterations = ft.online, ft.stop.iterations
     gates = iterations // online.gate_interval if online.promotion == "gated" else 0
     worst = iterations * online.env_steps_per_iteration + gates * 2 * online.gate_episodes * gym.spec(env_id).max_episode_steps
-    assert worst <= budget
+    assert worst <= FINETUNE_BUDGET
