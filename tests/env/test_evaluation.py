@@ -25,6 +25,13 @@ class LinearPendulumPolicy(torch.nn.Module):
     forward_exploration = forward_inference
 
 
+#: Returns of the same episodes acted on in batches of different sizes are not bit-equal: the float32 policy may
+#: round a row differently with the batch's shape and memory alignment (BLAS kernels), and 50 steps carry that on
+#: (a CI run differed by 9e-10 relative, 5 envs against 1). Another seed's or a mixed-up episode differs by
+#: whole units of return, so this still catches both.
+BATCH_RTOL = 1e-6
+
+
 def _plain_returns(seeds: list[int]) -> list[float]:
     """One env per episode, stepped alone: what every evaluation must reproduce."""
     policy, out = LinearPendulumPolicy(), []
@@ -50,7 +57,7 @@ def test_run_episodes_gives_each_seed_its_own_episode_whatever_the_number_of_env
         returns, lengths = run_episodes(
             envs, lambda obs: policy.forward_inference({"obs": torch.as_tensor(obs)})["actions"].numpy(), seeds)
     assert lengths == [50] * 5
-    np.testing.assert_allclose(returns, _plain_returns(seeds), rtol=1e-12)
+    np.testing.assert_allclose(returns, _plain_returns(seeds), rtol=BATCH_RTOL)
 
 
 def test_offline_and_online_evaluation_give_the_same_numbers():
@@ -64,9 +71,9 @@ def test_offline_and_online_evaluation_give_the_same_numbers():
         online = group.evaluate(num_episodes=4, seed=3)
     finally:
         group.stop()
-    assert online == pytest.approx(offline, rel=1e-12)
+    assert online == pytest.approx(offline, rel=BATCH_RTOL)
     assert offline["eval/episodes"] == 4
-    assert offline["eval/return_mean"] == pytest.approx(np.mean(_plain_returns([3, 4, 5, 6])), rel=1e-12)
+    assert offline["eval/return_mean"] == pytest.approx(np.mean(_plain_returns([3, 4, 5, 6])), rel=BATCH_RTOL)
 
 
 def test_evaluate_module_refuses_zero_episodes():
