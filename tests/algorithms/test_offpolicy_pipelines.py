@@ -1,6 +1,5 @@
 """The shipped CQL/IQL pipeline files (offline and fine-tune) load and validate (their results: benchmarks/README.md)."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -47,13 +46,14 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
 
     from offlinerl.algorithms.config_io import merge, to_dict
     from offlinerl.algorithms.online.config import load_finetune_pipeline
+    from offlinerl.episodes.info import read_info
 
     offline, config = load_pipeline(PIPELINES / f"{name}.yaml")
     ft = load_finetune_pipeline(PIPELINES / f"{name}-finetune.yaml", checkpoint="unused")
     tuned = type(config).from_dict(merge(to_dict(config), ft.config))
     assert {k: getattr(tuned, k) for k in ft.config if k != "evaluation"} == \
         {k: v for k, v in ft.config.items() if k != "evaluation"}
-    env_id = json.loads((PIPELINES.parent / offline.dataset / "dataset.json").read_text())["env_id"]
+    env_id = read_info(PIPELINES.parent / offline.dataset).env_id
     online, iterations = ft.online, ft.stop.iterations
     gates = iterations // online.gate_interval if online.promotion == "gated" else 0
     worst = iterations * online.env_steps_per_iteration + gates * 2 * online.gate_episodes * gym.spec(env_id).max_episode_steps
