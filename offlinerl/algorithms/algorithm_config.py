@@ -160,8 +160,8 @@ class AlgorithmConfig:
     num_gpus_per_learner: float = 0
     """GPUs per learner (NCCL when > 0); the in-memory data then lives on the GPU."""
     learner_placement: str = "spread"
-    """Where Ray starts the learner actors: ``spread`` over the cluster's nodes (Ray's SPREAD strategy: one per
-    node while nodes have room, what scaling out on CPUs is for) or ``default`` (Ray's default policy, which
+    """Where Ray starts the learner actors: ``spread`` over the cluster's nodes (a placement group with Ray's SPREAD
+    strategy: one per node while nodes have room, what scaling out on CPUs is for) or ``default`` (Ray's default policy, which
     fills the driver's node first: e.g. several GPUs of one machine, where NCCL stays inside the node)."""
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""

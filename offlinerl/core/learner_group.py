@@ -127,6 +127,30 @@ def _mean_metrics(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in results])) for k in keys}
 
 
+def _spread_bundles(config: Any, num_learners: int) -> Any:
+    """A placement group of one bundle per learner, Ray's SPREAD strategy: one learner per node while nodes have
+    room (more per node where they do not). Placing all bundles in one decision is what makes it hold: actors
+    started one by one with the SPREAD scheduling strategy could land on the same node when requested together."""
+    import ray
+    from ray.util.placement_group import placement_group
+
+    bundle = {"CPU": float(config.num_cpus_per_learner)}
+    if config.num_gpus_per_learner:
+        bundle["GPU"] = float(config.num_gpus_per_learner)
+    group = placement_group([dict(bundle) for _ in range(num_learners)], strategy="SPREAD")
+    ray.get(group.ready())
+    return group
+
+
+def _strategy(group: Any, rank: int) -> Any:
+    """Learner ``rank``'s scheduling strategy: its bundle of ``group``, or Ray's default without one."""
+    if group is None:
+        return "DEFAULT"
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=rank)
+
+
 class LearnerGroup:
     """In-process learner or ``num_learners`` Ray actors; see the module docstring."""
 
@@ -143,9 +167,9 @@ class LearnerGroup:
 
         self._local = None
         actor_cls = ray.remote(num_cpus=config.num_cpus_per_learner, num_gpus=config.num_gpus_per_learner)(_LearnerWorker)
-        if config.learner_placement == "spread":  # best effort: one per node while nodes have room
-            actor_cls = actor_cls.options(scheduling_strategy="SPREAD")
-        self._actors = [actor_cls.remote(learner_class, config, module_spec, threads) for _ in range(self.num_learners)]
+        self._placement_group = _spread_bundles(config, self.num_learners) if config.learner_placement == "spread" else None
+        self._actors = [actor_cls.options(scheduling_strategy=_strategy(self._placement_group, rank)).remote(
+            learner_class, config, module_spec, threads) for rank in range(self.num_learners)]
         master = ray.get(self._actors[0].address.remote())
         ray.get([a.setup.remote(rank, self.num_learners, master) for rank, a in enumerate(self._actors)])
 
@@ -241,6 +265,7 @@ class LearnerGroup:
             self._local.shutdown()
         if self._actors:
             import ray
+            from ray.util.placement_group import remove_placement_group
 
             try:
                 ray.get([a.shutdown.remote() for a in self._actors], timeout=30)
@@ -249,3 +274,6 @@ class LearnerGroup:
             for a in self._actors:
                 ray.kill(a)
             self._actors = []
+            if self._placement_group is not None:
+                remove_placement_group(self._placement_group)
+                self._placement_group = None
