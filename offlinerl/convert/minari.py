@@ -11,6 +11,14 @@ API). Minari's ``infos`` hold T+1 entries (the first from ``reset``); we keep
 when every leaf is a plain array of T+1 values, and say so in the provenance.
 Export writes observations, actions, rewards and flags; infos are not
 exported (the reset info they would need is not stored).
+
+Bounds (docs/safety.md): minari's HDF5 reader reads each dataset of an episode
+whole, and a file of a few KiB can declare a 12 GB dataset (chunks never
+written read as the fill value). Before any episode is read, a first pass over
+the file's metadata only (:func:`_hdf5_problem`) quarantines every episode
+whose datasets declare more than ``DecodeLimits`` allow (``--max-value-bytes``),
+whose groups nest deeper than :data:`MAX_GROUP_DEPTH`, or whose data lies
+outside the file (links, external or virtual datasets); the rest convert.
 """
 
 from __future__ import annotations
@@ -26,13 +34,15 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
-from offlinerl.convert.interface import EXIT_OK, EXIT_USAGE, Converter
-from offlinerl.convert.options import start_ray
+from offlinerl.convert.interface import EXIT_OK, EXIT_QUARANTINED, EXIT_USAGE, Converter
+from offlinerl.convert.limits import TOO_LARGE, DecodeLimits, ValueTooLargeError, array_nbytes
+from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, start_ray
+from offlinerl.convert.quarantine import QuarantineWriter
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
-from offlinerl.episodes.atomic import atomic_directory, check_output
+from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, write_dataset
 from offlinerl.episodes.spaces import SpaceError, space_to_json
 
@@ -42,6 +52,14 @@ __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "epis
 DATA_FORMATS = ("hdf5", "arrow", "parquet")
 INFOS = "infos"
 EPISODES_PER_TASK = 64
+#: Groups may nest this deep below an episode's HDF5 group (Dict/Tuple observations, nested infos).
+MAX_GROUP_DEPTH = 32
+#: Groups and datasets one episode's HDF5 group may hold (minari writes a few dozen at most).
+MAX_EPISODE_OBJECTS = 10_000
+#: Bytes charged per item of a variable-length (object) dataset: the Python object h5py builds for it.
+OBJECT_ITEM_BYTES = 128
+#: ``metadata.json`` holds spaces and a description; anything bigger is not a Minari dataset's.
+MAX_METADATA_BYTES = 16 * 2**20
 
 
 class MinariError(ValueError):
@@ -66,12 +84,42 @@ def _data_path(dataset_id_or_path: str | os.PathLike) -> Path:
     return data.resolve()
 
 
+def _check_metadata(data: Path) -> None:
+    """Refuse a ``metadata.json`` over :data:`MAX_METADATA_BYTES`, or one counting more episodes than the
+    storage holds (minari builds ``arange(total_episodes)`` when it opens a dataset)."""
+    file = data / "metadata.json"
+    size = file.stat().st_size
+    if size > MAX_METADATA_BYTES:
+        raise MinariError(f"{file}: {size:,} bytes, more than a Minari dataset's metadata ({MAX_METADATA_BYTES:,})")
+    try:
+        meta = json.loads(file.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        raise MinariError(f"{file}: not valid JSON ({exc})") from None
+    total = meta.get("total_episodes", 0) if isinstance(meta, dict) else None
+    if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+        raise MinariError(f"{file}: total_episodes must be a non-negative integer, got {total!r:.80}")
+    if meta.get("data_format") == "hdf5" and (data / "main_data.hdf5").is_file():
+        import h5py
+
+        try:
+            with h5py.File(data / "main_data.hdf5", "r") as h5:
+                stored = len(h5)
+        except OSError as exc:
+            raise MinariError(f"{data / 'main_data.hdf5'}: not a readable HDF5 file ({exc})") from None
+    else:
+        stored = sum(1 for d in data.iterdir() if d.is_dir())
+    if total > stored:
+        raise MinariError(f"{file}: total_episodes is {total:,}, but the storage holds {stored:,} episodes")
+
+
 def open_minari(dataset_id_or_path: str | os.PathLike):
-    """Open a local Minari dataset with minari's own reader (``MinariDataset``)."""
+    """Open a local Minari dataset with minari's own reader (``MinariDataset``), after checking its metadata."""
     from minari import MinariDataset
 
+    data = _data_path(dataset_id_or_path)
+    _check_metadata(data)
     try:
-        return MinariDataset(_data_path(dataset_id_or_path))
+        return MinariDataset(data)
     except MinariError:
         raise
     except Exception as exc:  # minari raises assertion/value/key errors on bad metadata
@@ -161,15 +209,79 @@ def _arrow_episodes(storage: Any, indices: Any) -> Iterator[Any]:
         )
 
 
+def _hdf5_problem(group: Any, limits: DecodeLimits) -> tuple[str, str] | None:
+    """``(reason, message)`` when minari's reader would build more from the episode ``group`` than ``limits``
+    allow, or follow it outside the file; None when it may be read. Reads metadata only.
+
+    Every path to a dataset (minari reads each whole, once per path) is charged its declared shape ×
+    itemsize: per value, and for the episode together against the bytes the episode stores
+    (``DecodeBudget``); groups may nest :data:`MAX_GROUP_DEPTH` deep and hold :data:`MAX_EPISODE_OBJECTS`.
+    """
+    import h5py
+
+    datasets, stored, seen = [], 0, 0
+    stack = [(group, 0)]
+    while stack:  # iterative: a deep or cyclic nesting costs no recursion
+        node, depth = stack.pop()
+        for name in node:
+            seen += 1
+            path = f"{node.name}/{name}"
+            if seen > MAX_EPISODE_OBJECTS:
+                return TOO_LARGE, f"{group.name} holds more than {MAX_EPISODE_OBJECTS:,} groups and datasets"
+            link = node.get(name, getlink=True)
+            if not isinstance(link, h5py.HardLink):
+                return "outside_file", f"{path} is a {type(link).__name__}; an episode's data must be in its group"
+            child = node[name]
+            if isinstance(child, h5py.Group):
+                if depth + 1 > MAX_GROUP_DEPTH:
+                    return "too_deep", f"{path}: groups nest more than {MAX_GROUP_DEPTH} levels deep"
+                stack.append((child, depth + 1))
+            elif isinstance(child, h5py.Dataset):
+                if child.is_virtual or child.external:
+                    return "outside_file", f"dataset {path} keeps its data in other files (virtual or external)"
+                stored += child.id.get_storage_size()
+                datasets.append((path, child.shape or (), child.dtype))
+    budget = limits.budget(stored)
+    try:
+        for path, shape, dtype in datasets:
+            nbytes = array_nbytes(shape, dtype) * (OBJECT_ITEM_BYTES // dtype.itemsize if dtype.kind == "O" else 1)
+            budget.charge(nbytes, f"dataset {path} of shape {shape} and dtype {dtype.str}")
+    except ValueTooLargeError as exc:
+        return TOO_LARGE, str(exc)
+    return None
+
+
+def _scan_hdf5(items: Any, *, file: str, limits: DecodeLimits) -> dict[str, np.ndarray]:
+    """``map_batches`` function: the quarantine records (JSON) of the episodes in ``items`` (JSON lists of
+    indices) that :func:`_hdf5_problem` refuses."""
+    import h5py
+
+    records = []
+    with h5py.File(file, "r") as h5:
+        for chunk in items["episodes"]:
+            for index in json.loads(chunk):
+                name = f"episode_{index}"
+                if name not in h5:
+                    problem: tuple[str, str] | None = ("missing", f"no group /{name}")
+                elif not isinstance(h5.get(name, getlink=True), h5py.HardLink):
+                    problem = ("outside_file", f"/{name} is a link; an episode's data must be in its group")
+                else:
+                    problem = _hdf5_problem(h5[name], limits)
+                if problem is not None:
+                    records.append(json.dumps({"file": file, "group": f"/{name}", "level": "episode",
+                                               "reason": problem[0], "message": problem[1], "episode": index}))
+    return {"record": np.array(records, dtype=object)}
+
+
 def _read_episodes(items: Any, *, data_path: str, observation_space: gym.Space, action_space: gym.Space,
                    keep_infos: bool, extra_columns: dict, max_steps: int):
-    """``map_batches`` function: read a range of minari episodes as episode rows (lengths checked against
-    minari's per-episode metadata)."""
+    """``map_batches`` function: read minari episodes (``items["episodes"]``: JSON lists of indices) as
+    episode rows (lengths checked against minari's per-episode metadata)."""
     dataset = open_minari(data_path)
     storage = dataset.storage
     rows = []
-    for start, stop in zip(items["start"], items["stop"]):
-        indices = dataset.episode_indices[int(start):int(stop)]
+    for chunk in items["episodes"]:
+        indices = json.loads(chunk)
         steps = [int(m["total_steps"]) for m in storage.get_episode_metadata(indices)]
         if storage.FORMAT in ("arrow", "parquet"):
             episodes = _arrow_episodes(storage, indices)
@@ -183,6 +295,10 @@ def _read_episodes(items: Any, *, data_path: str, observation_space: gym.Space, 
     return episodes_to_table(rows, observation_space, action_space, extra_columns)
 
 
+def _chunks(indices: list[int]) -> list[dict[str, str]]:
+    return [{"episodes": json.dumps(indices[s:s + EPISODES_PER_TASK])} for s in range(0, len(indices), EPISODES_PER_TASK)]
+
+
 def import_minari(
     dataset_id_or_path: str | os.PathLike,
     output: str | Path,
@@ -190,10 +306,18 @@ def import_minari(
     keep_infos: bool = True,
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
     overwrite: bool = False,
+    limits: DecodeLimits | None = None,
+    allow_quarantine: bool = False,
 ) -> DatasetInfo:
-    """Convert a local Minari dataset into an episode dataset at ``output`` (episodes read in Ray tasks)."""
+    """Convert a local Minari dataset into an episode dataset at ``output`` (episodes read in Ray tasks).
+
+    HDF5 episodes over ``limits`` (default ``DecodeLimits()``) or otherwise unsafe to read are quarantined
+    in ``output/_quarantine/records.jsonl`` and counted in ``provenance["quarantine"]``; they replace an
+    existing ``output`` only with ``allow_quarantine`` (else ``QuarantineKeptError``).
+    """
     import ray.data
 
+    limits = limits or DecodeLimits()
     dataset = open_minari(dataset_id_or_path)
     data_path = str(dataset.storage.data_path)
     source_dir = Path(data_path).parent  # the Minari dataset directory (data/ and its metadata)
@@ -204,17 +328,27 @@ def import_minari(
             space_to_json(space)
         except SpaceError as exc:
             raise MinariError(f"{dataset_id_or_path}: {what} space cannot be stored: {exc}") from exc
-    n = len(dataset.episode_indices)
-    if n == 0:
+    indices = [int(i) for i in dataset.episode_indices]
+    if not indices:
         raise MinariError(f"{dataset_id_or_path}: the Minari dataset has no episodes")
-    first = next(dataset.iterate_episodes(dataset.episode_indices[:1]))
+    quarantine: list[dict] = []
+    if dataset.storage.FORMAT == "hdf5":  # metadata only, before any episode is read
+        scan = ray.data.from_items(_chunks(indices)).map_batches(
+            _scan_hdf5, batch_size=1, batch_format="numpy",
+            fn_kwargs=dict(file=str(Path(data_path) / "main_data.hdf5"), limits=limits))
+        quarantine = sorted((json.loads(r["record"]) for r in scan.take_all()), key=lambda r: r["episode"])
+    bad = {r["episode"] for r in quarantine}
+    indices = [i for i in indices if i not in bad]
+    if not indices:
+        raise MinariError(f"{quarantine[0]['file']}: no episode can be read; episode {quarantine[0]['episode']}: "
+                          f"{quarantine[0]['message']}")
+    first = next(dataset.iterate_episodes(indices[:1]))
     keep_infos = keep_infos and _simple_infos(first.infos, len(first.rewards) + 1)
     extra = {INFOS: {"dtype": S.JSON_DTYPE, "shape": []}} if keep_infos else {}
     meta = dataset.storage.metadata
     env_spec = json.loads(meta["env_spec"]) if isinstance(meta.get("env_spec"), str) else None
     env_id = env_spec.get("id") if env_spec else None
-    ranges = [{"start": s, "stop": min(s + EPISODES_PER_TASK, n)} for s in range(0, n, EPISODES_PER_TASK)]
-    ds = ray.data.from_items(ranges).map_batches(
+    ds = ray.data.from_items(_chunks(indices)).map_batches(
         _read_episodes, batch_size=1, batch_format="numpy",
         fn_kwargs=dict(data_path=data_path, observation_space=obs_space, action_space=act_space,
                        keep_infos=keep_infos, extra_columns=extra, max_steps=max_steps_per_row),
@@ -231,9 +365,24 @@ def import_minari(
         "infos": "kept: infos[1:] (the info each step returned) as JSON" if keep_infos
         else "not kept (absent, or not plain arrays of T+1 values)",
     }
-    return write_dataset(ds, output, observation_space=obs_space, action_space=act_space, env_id=env_id,
-                         env_spec=env_spec, extra_columns=extra, max_steps_per_row=max_steps_per_row,
-                         provenance=provenance, overwrite=overwrite, inputs=[source_dir])
+    with atomic_directory(output, overwrite, kind="dataset", inputs=[source_dir]) as tmp:
+        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
+        staging = tmp / "_staging"
+        info = write_dataset(ds, staging, observation_space=obs_space, action_space=act_space, env_id=env_id,
+                             env_spec=env_spec, extra_columns=extra, max_steps_per_row=max_steps_per_row,
+                             provenance=provenance)
+        for f in staging.iterdir():
+            os.rename(f, tmp / f.name)
+        staging.rmdir()
+        with QuarantineWriter(tmp) as out:
+            for record in quarantine:
+                out.write(record)
+        info.provenance["quarantine"] = {
+            "episodes": len(quarantine), "file": out.relative_path,
+            "reasons": {r: sum(q["reason"] == r for q in quarantine) for r in sorted({q["reason"] for q in quarantine})},
+        }
+        info.write(tmp)
+    return info
 
 
 def _minari_buffer(ep: SingleAgentEpisode, index: int):
@@ -322,6 +471,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", metavar="DATASET", help="Minari dataset id (e.g. D4RL/door/human-v2) or directory")
     p.add_argument("--no-infos", action="store_true", help="do not keep infos")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
+    add_max_value_bytes(p)
+    add_allow_quarantine(p)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -332,13 +483,24 @@ def _run(args: argparse.Namespace) -> int:
         info = import_minari(
             args.dataset, args.output, keep_infos=not args.no_infos,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
+            limits=DecodeLimits(max_value_bytes=args.max_value_bytes), allow_quarantine=args.allow_quarantine,
         )
     except (FileNotFoundError, OutputExistsError, MinariError) as exc:
         print(f"offlinerl convert minari: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(f"Minari {info.provenance.get('minari_dataset_id')} ({info.provenance.get('minari_data_format')}) -> "
           f"{args.output}: {info.num_episodes} episodes, {info.num_steps} steps")
-    return EXIT_OK
+    quarantined = info.provenance["quarantine"]
+    if not quarantined["episodes"]:
+        return EXIT_OK
+    where = Path(args.output) / quarantined["file"]
+    for record in (json.loads(line) for line in where.read_text().splitlines()[:5]):
+        print(f"offlinerl convert minari: quarantined {record['file']} episode {record['episode']} "
+              f"({record['reason']}): {record['message']}", file=sys.stderr)
+    allowed = " (allowed)" if args.allow_quarantine else ""
+    hint = "" if allowed else "; the dataset was written. Pass --allow-quarantine to accept this (exit 0)."
+    print(f"{quarantined['episodes']} episode(s) quarantined{allowed}, see {where}{hint}", file=sys.stderr)
+    return EXIT_OK if allowed else EXIT_QUARANTINED
 
 
 CONVERTER = Converter(
