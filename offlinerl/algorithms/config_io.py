@@ -6,7 +6,11 @@ keys and bad values raise ``ConfigError`` naming the dotted field path.
 
 Config files are plain data: YAML anchors and aliases are refused (nested
 aliases expand exponentially — a 528-byte "billion laughs" file never finishes
-loading) and a file may hold at most :data:`MAX_CONFIG_BYTES`.
+loading), a file may hold at most :data:`MAX_CONFIG_BYTES`, nest at most
+``offlinerl.settings_file.MAX_DEPTH`` deep, and integers fit in 64 bits. A
+config file may have been handed over, so the env ids it names (any ``env``
+key, e.g. ``evaluation.env``, ``online.env``) and those of ``--set`` go through
+:func:`offlinerl.trusted.env_id_problem`: they never choose a module to import.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any, Mapping, TypeVar
 
 import yaml
 
-from offlinerl.settings_file import MAX_SETTINGS_BYTES, SettingsFileError, plain_yaml, read_settings
+from offlinerl.settings_file import MAX_SETTINGS_BYTES, NestingError, SettingsFileError, plain_yaml, read_settings
+from offlinerl.trusted import env_id_problem
 
 __all__ = [
     "ConfigError", "from_dict", "to_dict", "load_file", "apply_overrides", "parse_override", "MAX_CONFIG_BYTES",
@@ -30,6 +35,9 @@ T = TypeVar("T")
 
 #: Largest config or pipeline file :func:`load_file` reads (1 MiB; ours are a few hundred bytes).
 MAX_CONFIG_BYTES = MAX_SETTINGS_BYTES
+#: Config keys whose string values are gymnasium env ids.
+ENV_ID_KEYS = frozenset({"env"})
+_INT64 = 2**63 - 1
 
 
 class ConfigError(ValueError):
@@ -77,12 +85,17 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
         try:
-            return float(value)
-        except ValueError:
-            raise ConfigError(f"{path}: expected a number, got {value!r}") from None
+            out = float(value)
+        except (ValueError, OverflowError):
+            raise ConfigError(f"{path}: expected a number, got {str(value)[:60]!r}") from None
+        if isinstance(value, str) and "_" in value:  # float() reads "1_000" as 1000
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        return out
     if tp is int:
         if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
             raise ConfigError(f"{path}: expected an integer, got {value!r}")
+        if abs(value) > _INT64:
+            raise ConfigError(f"{path}: {str(value)[:30]}... does not fit in 64 bits")
         return int(value)
     if tp is bool:
         if not isinstance(value, bool):
@@ -130,9 +143,26 @@ def load_file(path: str | Path) -> dict[str, Any]:
     Refuses files over :data:`MAX_CONFIG_BYTES` and YAML anchors/aliases (``&name``/``*name``).
     """
     try:
-        return read_settings(path, "config and pipeline files")
+        data = read_settings(path, "config and pipeline files")
     except SettingsFileError as exc:
         raise ConfigError(str(exc)) from None
+    check_env_ids(data, str(path))
+    return data
+
+
+def check_env_ids(data: Mapping[str, Any], where: str) -> None:
+    """Refuse (``ConfigError``) an env id under any :data:`ENV_ID_KEYS` key of ``data`` that would import a
+    module nobody allowed (:func:`offlinerl.trusted.env_id_problem`); ``where`` names the source."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        prefix, node = stack.pop()
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, Mapping):
+                stack.append((dotted + ".", value))
+            elif key in ENV_ID_KEYS and isinstance(value, str):
+                if (problem := env_id_problem(value, f"{where}: {dotted}")) is not None:
+                    raise ConfigError(problem)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -147,6 +177,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = plain_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except NestingError as exc:
+        raise ConfigError(f"--set {key.strip()}: {exc}") from None
     return [k for k in key.strip().split(".") if k], value
 
 
@@ -172,4 +204,5 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {text!r}: {k!r} is not a mapping")
         node[keys[-1]] = value
+    check_env_ids(out, "--set")
     return out

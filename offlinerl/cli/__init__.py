@@ -20,6 +20,8 @@ here to their first update (``result.json``: ``first_update_s``)."""
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
 COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep")
+#: Commands that never make an env (no ``--env-package``).
+NO_ENV_COMMANDS = ("validate", "inspect", "export", "ope")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(f"offlinerl.cli.{name}").register(sub)
+    for name, command in sub.choices.items():
+        if name not in NO_ENV_COMMANDS:
+            _add_env_package_option(command)
     return parser
+
+
+def _add_env_package_option(parser: argparse.ArgumentParser) -> None:
+    """``--env-package NAME`` on ``parser`` and on every sub-command under it."""
+    nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    if nested:
+        for child in nested[0].choices.values():
+            _add_env_package_option(child)
+        return
+    parser.add_argument("--env-package", dest="env_packages", action="append", default=[], metavar="NAME",
+                        help="trust the env package NAME (repeatable; also $OFFLINERL_ENV_PACKAGES): it is imported "
+                        "before envs are made, so its ids are found, and ids NAME:Env-v0 read from files are made; "
+                        "files never import a module otherwise (docs/safety.md)")
 
 
 def _version() -> str:
@@ -46,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prefix = " ".join(["offlinerl", args.command] + ([args.format] if getattr(args, "format", None) else []))
+    if getattr(args, "env_packages", None):
+        from offlinerl.trusted import UntrustedNameError, allow_env_packages
+
+        try:
+            allow_env_packages(args.env_packages)
+        except UntrustedNameError as exc:
+            print(f"{prefix}: {exc}", file=sys.stderr)
+            return 2
     with _warnings_to_stderr(prefix), _ray_address(getattr(args, "address", None)):
         return int(args.func(args) or 0)
 

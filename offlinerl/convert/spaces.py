@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from offlinerl.convert.interface import ConvertUsageError
-from offlinerl.episodes.env_ids import importing_id_problem
+from offlinerl.trusted import UntrustedNameError, env_id_problem, make_env
 
 __all__ = ["EnvSpaces", "env_spaces"]
 
@@ -27,13 +27,15 @@ class EnvSpaces:
 def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> EnvSpaces:
     """Make ``env_id`` once and return its spaces and spec; ``ConvertUsageError`` if it cannot be made.
 
-    ``trusted=False`` for an id read from a recording: ``module:Env-v0`` ids (which would import
-    ``module``) are refused (:func:`offlinerl.episodes.env_ids.importing_id_problem`).
+    ``trusted=False`` for an id read from a file (a recording, a spec): ``module:Env-v0`` ids (which
+    would import ``module``) are refused unless allow-listed (:func:`offlinerl.trusted.env_id_problem`).
     """
-    if not trusted and (problem := importing_id_problem(env_id, what)) is not None:
+    if (problem := env_id_problem(env_id, what, explicit=trusted)) is not None:
         raise ConvertUsageError(problem)
     try:
-        env = gym.make(env_id)
+        env = make_env(env_id, what=what, explicit=True)
+    except UntrustedNameError as exc:
+        raise ConvertUsageError(str(exc)) from None
     except Exception as exc:  # gymnasium raises several error types for unknown or broken ids
         raise ConvertUsageError(f"{what} {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
     try:

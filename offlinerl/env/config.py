@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from offlinerl.trusted import make_env
+
 __all__ = ["EnvRunnerConfig", "VECTORIZE_MODES", "AUTORESET_MODES"]
 
 VECTORIZE_MODES = ("sync", "async")
@@ -67,7 +69,7 @@ class EnvRunnerConfig:
             kwargs = dict(self.env_kwargs)
             if self.max_episode_steps is not None:
                 kwargs["max_episode_steps"] = self.max_episode_steps
-            return gym.make(self.env, **kwargs)
+            return make_env(self.env, kwargs, explicit=True)  # checked where the id was read
         env = self.env()
         if self.max_episode_steps is not None:
             env = gym.wrappers.TimeLimit(env, self.max_episode_steps)

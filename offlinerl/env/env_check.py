@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-from offlinerl.episodes.env_ids import importing_id_problem
+from offlinerl.trusted import UntrustedNameError, env_id_problem, make_env
 
 __all__ = ["EnvMismatchError", "check_env", "refuse_importing_id", "space_mismatch"]
 
@@ -53,8 +53,9 @@ def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> s
 
 
 def refuse_importing_id(env_id: str, what: str = "the data") -> None:
-    """Refuse an env id read from a file that would make gymnasium import a module (``module:Env-v0``)."""
-    if (problem := importing_id_problem(env_id, what)) is not None:
+    """Refuse an env id read from a file that would make gymnasium import a module nobody allowed
+    (:func:`offlinerl.trusted.env_id_problem`)."""
+    if (problem := env_id_problem(env_id, what)) is not None:
         raise EnvMismatchError(problem)
 
 
@@ -62,16 +63,18 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
               env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
     """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
 
-    ``trusted=False`` for an env id read from a file (a dataset or checkpoint):
-    an id of the form ``module:Env-v0`` would make gymnasium import ``module``,
-    so such ids are refused unless the user names the env themselves.
+    ``trusted=False`` for an env id read from a file (a dataset, checkpoint or pipeline): an id of the
+    form ``module:Env-v0`` would make gymnasium import ``module``, so such ids are refused unless the
+    module is allow-listed or the user names the env themselves (:mod:`offlinerl.trusted`).
     """
     if not isinstance(env_id, str) or not env_id:
         raise EnvMismatchError(f"{what} names no usable env id ({env_id!r}); pass --env")
-    if not trusted:
-        refuse_importing_id(env_id, what)
+    if (problem := env_id_problem(env_id, what, explicit=trusted)) is not None:
+        raise EnvMismatchError(problem)
     try:
-        env = gym.make(env_id, **dict(env_kwargs or {}))
+        env = make_env(env_id, env_kwargs, what=what, explicit=True)
+    except UntrustedNameError as exc:
+        raise EnvMismatchError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"
         raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}") from None
     try:

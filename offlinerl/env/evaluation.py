@@ -24,6 +24,7 @@ from offlinerl.connectors import ConnectorPipeline, module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule, RLModule
 from offlinerl.episodes.arrow import batch_concat, batch_map
+from offlinerl.trusted import make_env
 
 __all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metrics"]
 
@@ -112,7 +113,7 @@ def module_episodes(
         module = module[module.module_for_agent(None)]
     module.eval()
     device = next(module.parameters()).device
-    envs = [gym.make(env_id, **dict(env_kwargs or {})) for _ in range(min(max_parallel, episodes))]
+    envs = [make_env(env_id, env_kwargs, explicit=True) for _ in range(min(max_parallel, episodes))]  # checked by the caller
     to_env = module_to_env_pipeline(envs[0].action_space)
 
     def act(obs: Any) -> Any:

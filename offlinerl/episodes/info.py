@@ -12,10 +12,13 @@ import gymnasium as gym
 
 from offlinerl.episodes.schema import FORMAT_VERSION
 from offlinerl.episodes.spaces import space_from_json, space_to_json
+from offlinerl.settings_file import NestingError, plain_json
 
-__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "read_info", "SUPPORTED_VERSIONS"]
+__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "SUPPORTED_VERSIONS"]
 
 INFO_FILE = "dataset.json"
+#: Largest ``dataset.json`` read (16 MiB; ours are a few KiB, Dict spaces included).
+MAX_INFO_BYTES = 16 * 1024 * 1024
 SUPPORTED_VERSIONS = (1,)
 
 
@@ -127,7 +130,14 @@ def read_info(directory: str | Path) -> DatasetInfo:
     if not path.is_file():
         raise DatasetInfoError(f"{path}: missing (every dataset directory needs a {INFO_FILE})")
     try:
-        data = json.loads(path.read_text())
+        with open(path, "rb") as f:
+            raw = f.read(MAX_INFO_BYTES + 1)
+        if len(raw) > MAX_INFO_BYTES:
+            raise DatasetInfoError(f"{path}: larger than {MAX_INFO_BYTES:,} bytes; a {INFO_FILE} holds the spaces "
+                                   "and counts of a dataset (a few KiB), so this is not one")
+        data = plain_json(raw.decode("utf-8"))
+    except NestingError as exc:
+        raise DatasetInfoError(f"{path}: not dataset metadata: {exc}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetInfoError(f"{path}: does not parse as JSON: {exc}") from exc
     return DatasetInfo.from_json(data, source=str(path))

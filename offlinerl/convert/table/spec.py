@@ -37,6 +37,7 @@ from typing import Any, Mapping
 
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.settings_file import MAX_SETTINGS_BYTES, SettingsFileError, read_settings
+from offlinerl.trusted import env_id_problem
 
 __all__ = ["TableSpec", "Columns", "EndFlag", "load_spec", "spec_from_dict", "MAX_SPEC_BYTES", "LEAF"]
 
@@ -107,7 +108,8 @@ class TableSpec:
     action_space: dict[str, Any] | None = None
     """Action space JSON; None: inferred (or the env's)."""
     env: str | None = None
-    """Gymnasium env id (given by the user, so trusted); None: the dataset has no env."""
+    """Gymnasium env id; None: the dataset has no env. A spec is a file that may have been handed over, so a
+    ``module:Env-v0`` id is refused unless ``module`` is allow-listed (:mod:`offlinerl.trusted`)."""
 
     def __post_init__(self) -> None:
         if self.step_kind not in ("index", "timestamp"):
@@ -215,4 +217,7 @@ def load_spec(path: str | Path) -> TableSpec:
         data = read_settings(path, "specs")
     except SettingsFileError as exc:
         raise ConvertUsageError(f"--spec {exc}") from None
-    return spec_from_dict(data)
+    spec = spec_from_dict(data)
+    if spec.env is not None and (problem := env_id_problem(spec.env, f"--spec {path}: env")) is not None:
+        raise ConvertUsageError(problem)
+    return spec

@@ -1,0 +1,137 @@
+"""Which names read from files may reach an import: the one check for env ids and env packages.
+
+A gymnasium id of the form ``module:Env-v0`` makes ``gymnasium.make`` import ``module`` (its top-level
+code runs). Files a user may have been handed - converter specs, pipelines, run and sweep directories,
+datasets, checkpoints - therefore never choose a module to import. A name is trusted when it comes from
+
+- gymnasium's registry (a plain id such as ``CartPole-v1``: whatever registered it was imported by
+  trusted code),
+- the user's allow-list of env packages: ``--env-package NAME`` on the command line (repeatable) or
+  ``OFFLINERL_ENV_PACKAGES`` (comma-separated); allow-listed packages are imported before an env is
+  made, so the envs they register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
+- an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
+
+Class names read from checkpoints are looked up in a registry table (``offlinerl.algorithms.checkpoint``),
+never imported; :func:`check_class_name` is that lookup's message.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from typing import Any, Iterable, Mapping
+
+__all__ = [
+    "ENV_PACKAGES_VAR", "MAX_ENV_ID_CHARS", "UntrustedNameError", "allowed_env_packages", "allow_env_packages",
+    "import_env_packages", "env_id_problem", "check_env_id", "check_class_name", "make_env", "env_spec_of",
+]
+
+#: Environment variable holding the allow-list of env packages (comma- or space-separated module names).
+ENV_PACKAGES_VAR = "OFFLINERL_ENV_PACKAGES"
+#: Longest env id accepted from anywhere (gymnasium ids are a few dozen characters).
+MAX_ENV_ID_CHARS = 200
+
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_HOW = ("ids read from files never import a module; if you trust it, allow its package with "
+        f"--env-package {{pkg}} (or {ENV_PACKAGES_VAR}={{pkg}}), or pass the env explicitly with --env")
+
+
+class UntrustedNameError(ValueError):
+    """A name read from a file would import a module nobody allowed, or is not a usable name at all."""
+
+
+def _split(text: str) -> list[str]:
+    return [p for p in re.split(r"[,\s]+", text) if p]
+
+
+def allowed_env_packages() -> frozenset[str]:
+    """The allow-list: the module names in ``OFFLINERL_ENV_PACKAGES``."""
+    return frozenset(_split(os.environ.get(ENV_PACKAGES_VAR, "")))
+
+
+def allow_env_packages(names: Iterable[str]) -> frozenset[str]:
+    """Add ``names`` (``--env-package``) to the allow-list of this process and of the processes it starts
+    (Ray workers, sweep trials inherit ``OFFLINERL_ENV_PACKAGES``); :class:`UntrustedNameError` for a name
+    that is not a module name. Returns the whole allow-list."""
+    names = list(names)
+    bad = [n for n in names if not isinstance(n, str) or not _MODULE.fullmatch(n)]
+    if bad:
+        raise UntrustedNameError(f"--env-package {bad[0]!r}: not a module name (e.g. gymnasium_robotics)")
+    merged = sorted(allowed_env_packages() | set(names))
+    if merged:
+        os.environ[ENV_PACKAGES_VAR] = ",".join(merged)
+    return frozenset(merged)
+
+
+def _allowed(module: str, allowed: frozenset[str]) -> bool:
+    return any(module == pkg or module.startswith(pkg + ".") for pkg in allowed)
+
+
+def import_env_packages() -> None:
+    """Import every allow-listed env package (so the envs they register can be made); a package that cannot
+    be imported is an :class:`UntrustedNameError` naming it."""
+    for pkg in sorted(allowed_env_packages()):
+        if not _MODULE.fullmatch(pkg):
+            raise UntrustedNameError(f"{ENV_PACKAGES_VAR}: {pkg!r} is not a module name")
+        try:
+            importlib.import_module(pkg)
+        except Exception as exc:  # noqa: BLE001 - any failure of a user's package is "cannot import it"
+            raise UntrustedNameError(f"env package {pkg!r} (--env-package / {ENV_PACKAGES_VAR}) cannot be "
+                                     f"imported: {type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def env_id_problem(env_id: Any, what: str = "the data", *, explicit: bool = False) -> str | None:
+    """Why ``env_id`` (found in ``what``) must not be made; ``None`` if it may.
+
+    Any source: a non-empty string of at most :data:`MAX_ENV_ID_CHARS` printable characters. Not
+    ``explicit`` (read from a file): a ``module:Env`` id only if ``module`` is allow-listed.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        return f"{what} names no usable env id ({str(env_id)[:80]!r})"
+    if len(env_id) > MAX_ENV_ID_CHARS or not env_id.isprintable():
+        return f"{what}: {env_id[:80]!r}{'...' if len(env_id) > 80 else ''} is not a gymnasium env id"
+    if explicit or ":" not in env_id:
+        return None
+    module = env_id.split(":", 1)[0]
+    if _MODULE.fullmatch(module) and _allowed(module, allowed_env_packages()):
+        return None
+    pkg = module.split(".")[0] if _MODULE.fullmatch(module) else "NAME"
+    return f"{what} names the env {env_id!r}, which would import the module {module!r}; " + _HOW.format(pkg=pkg)
+
+
+def check_env_id(env_id: Any, what: str = "the data", *, explicit: bool = False) -> str:
+    """``env_id`` if it may be made (:func:`env_id_problem`), else :class:`UntrustedNameError`."""
+    if (problem := env_id_problem(env_id, what, explicit=explicit)) is not None:
+        raise UntrustedNameError(problem)
+    return env_id
+
+
+def check_class_name(name: Any, table: Mapping[str, type], what: str) -> type:
+    """The class registered under ``name`` in ``table``; :class:`UntrustedNameError` otherwise (nothing is
+    imported by name)."""
+    if isinstance(name, str) and name in table:
+        return table[name]
+    shown = str(name)[:120]
+    raise UntrustedNameError(f"{what} names the class {shown!r}, which is not registered "
+                             f"(known: {', '.join(sorted(table)) or 'none'}); classes are never imported by name")
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: str = "the data",
+             explicit: bool = False) -> Any:
+    """``gymnasium.make(env_id, **env_kwargs)`` after :func:`check_env_id` and :func:`import_env_packages`:
+    the only way offlinerl makes an env from a name."""
+    check_env_id(env_id, what, explicit=explicit)
+    import_env_packages()
+    import gymnasium as gym
+
+    return gym.make(env_id, **dict(env_kwargs or {}))
+
+
+def env_spec_of(env_id: str, *, what: str = "the data", explicit: bool = False) -> Any:
+    """``gymnasium.spec(env_id)`` under the same rule as :func:`make_env`."""
+    check_env_id(env_id, what, explicit=explicit)
+    import_env_packages()
+    import gymnasium as gym
+
+    return gym.spec(env_id)
