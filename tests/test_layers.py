@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
 
 #: Higher imports lower, never the reverse; equal layers do not import each other.
 LAYERS: dict[str, int] = {
-    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0,
+    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0, "trusted": 0,
     "episodes": 1,
     "core": 2,
     "connectors": 3,

@@ -47,6 +47,7 @@ from offlinerl.core import columns as C
 from offlinerl.core.learner import POLICY_OPTIMIZERS
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
 from offlinerl.env.env_check import check_env
@@ -207,7 +208,8 @@ class Algorithm:
         if self.gate is not None and self.gate.weights is None:  # the policy the job starts from is deployed first
             self.gate.deploy(self.eval_module.state_dict())
         t0 = time.perf_counter()
-        metrics = dict(self.training_step())
+        with unwrap_read_errors():
+            metrics = dict(self.training_step())
         elapsed = time.perf_counter() - t0
         self.iteration += 1
         updates = int(metrics.get("learner/updates", self.num_updates + self.config.updates_per_iteration))

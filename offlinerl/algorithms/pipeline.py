@@ -35,7 +35,7 @@ from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.algorithms.run_dir import RESUME_OVERRIDABLE, new_run_dir, read_run
 from offlinerl.algorithms.selection import check_selection, format_selection, select_checkpoint
-from offlinerl.episodes.validate import require_valid
+from offlinerl.episodes.validate import require_schema, require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError",
            "RESUME_OVERRIDABLE"]
@@ -173,7 +173,7 @@ def run_pipeline(
 
     t_start = time.time() if started_at is None else started_at
     init_ray(address)
-    validation = None if skip_validation else require_valid(pipeline.dataset)
+    validation = require_schema(pipeline.dataset) if skip_validation else require_valid(pipeline.dataset)
     if validation is not None and validation.cached:
         log(f"{pipeline.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     if resume_from is None:

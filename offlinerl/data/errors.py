@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-__all__ = ["DatasetReadError", "reading", "root_cause"]
+__all__ = ["DatasetReadError", "reading", "root_cause", "unwrap_read_errors"]
 
 #: ``SomeError: message`` lines of a remote traceback (Ray's own wrappers are skipped).
 _EXCEPTION_LINE = re.compile(r"^(?!ray\.)([A-Za-z_][\w.]*(?:Error|Exception|Invalid)): (.+)$")
@@ -47,3 +47,17 @@ def reading(path: str) -> Iterator[None]:
     except (ray.exceptions.RayTaskError, pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:
         raise DatasetReadError(f"{path}: cannot read the dataset as training data ({root_cause(exc)}); "
                                f"`offlinerl validate {path}` names every file, row and problem") from exc
+
+
+@contextlib.contextmanager
+def unwrap_read_errors() -> Iterator[None]:
+    """A :class:`DatasetReadError` raised in a learner actor (while streaming) as its one line, not as the
+    ``RayTaskError`` that carries it with the actor's traceback."""
+    import ray.exceptions
+
+    try:
+        yield
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, DatasetReadError):
+            raise DatasetReadError(str(exc.cause)) from None
+        raise

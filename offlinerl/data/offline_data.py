@@ -311,5 +311,6 @@ class OfflineData:
         # learner's process, whose Python thread it slowed by a third (BC, 64x64: 360 -> 590 updates/s, in-memory 550).
         iterables = ds.streaming_split(num_shards, equal=True)
         d = self.config.data
-        return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i) for i, it in enumerate(iterables)]
+        return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i, dataset=str(self.path))
+                for i, it in enumerate(iterables)]
 

@@ -18,6 +18,7 @@ import torch
 
 from offlinerl.core import columns as C
 from offlinerl.core.tensors import to_tensors
+from offlinerl.data.errors import reading
 
 __all__ = [
     "InMemorySource",
@@ -78,8 +79,10 @@ class StreamingSource:
     """
 
     def __init__(self, iterable: Any, batch_size: int, shuffle_buffer_size: int, prefetch_batches: int, seed: int,
-                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID) -> None:
+                 device: torch.device | str = "cpu", module_id: str = C.DEFAULT_MODULE_ID, dataset: str = "") -> None:
         self.iterable = iterable
+        self.dataset = dataset
+        """The dataset's path: malformed rows met while streaming are a ``DatasetReadError`` naming it."""
         self.batch_size = batch_size
         self.shuffle_buffer_size = shuffle_buffer_size
         self.prefetch_batches = prefetch_batches
@@ -113,7 +116,8 @@ class StreamingSource:
         while rows < need:
             if self._it is None:
                 self._start_epoch()
-            block = next(self._it, None)
+            with reading(self.dataset or "the dataset"):
+                block = next(self._it, None)
             if block is not None:
                 n = len(next(iter(block.values())))
                 if n:
@@ -224,9 +228,11 @@ class StreamingSpec:
     shuffle_buffer_size: int
     prefetch_batches: int
     seed: int
+    dataset: str = ""
 
     def build(self, device: torch.device) -> StreamingSource:
-        return StreamingSource(self.iterable, self.batch_size, self.shuffle_buffer_size, self.prefetch_batches, self.seed, device)
+        return StreamingSource(self.iterable, self.batch_size, self.shuffle_buffer_size, self.prefetch_batches, self.seed,
+                               device, dataset=self.dataset)
 
 
 @dataclass

@@ -47,8 +47,8 @@ from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import READ_ERRORS, plan_units, run_units
 
-__all__ = ["CHECKS", "Example", "CheckResult", "InvalidDatasetError", "ValidationReport", "require_valid",
-           "validate_dataset"]
+__all__ = ["CHECKS", "Example", "CheckResult", "InvalidDatasetError", "SchemaMismatchError", "ValidationReport",
+           "require_schema", "require_valid", "validate_dataset"]
 
 #: ``(name, severity, description)`` of every check, in report order.
 CHECKS = (
@@ -363,6 +363,30 @@ def require_valid(path: str | Path, max_examples: int = 5) -> ValidationReport:
     if not report.ok:
         raise InvalidDatasetError(report)
     return report
+
+
+class SchemaMismatchError(ValueError):
+    """A dataset's files lack columns ``dataset.json`` declares, or hold them with other types."""
+
+
+def require_schema(path: str | Path) -> None:
+    """What even ``--skip-validation`` checks, from ``dataset.json`` and the parquet footers only (no data is
+    read): every file has the columns and types the dataset declares. Raises :class:`DatasetInfoError` or
+    :class:`SchemaMismatchError` naming the file, so a job never fails inside a Ray Data task instead."""
+    info = read_info(path)
+    expected = S.episode_schema(info.observation_space, info.action_space, info.extra_columns)
+    files = parquet_files(path)
+    if not files:
+        raise SchemaMismatchError(f"{path}: no *.parquet files in the dataset directory")
+    for f in files:
+        try:
+            problems = _check_schema(pq.read_schema(f), expected)[0]
+        except READ_ERRORS as exc:
+            raise SchemaMismatchError(f"{f}: unreadable parquet file: {type(exc).__name__}: {exc}") from None
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise SchemaMismatchError(f"{f}: {problems[0]}{more}; --skip-validation skips the checks of the "
+                                      "values, not of the columns: run `offlinerl validate` on it")
 
 
 def _skip(check: CheckResult, note: str) -> None:

@@ -171,6 +171,8 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], Path], str, str]] = {
                         "schema", "column 'obs': expected list<fixed_size_list<float>[4]>"),
     "action-space": (_then(_craft(), _edit_info(action_space=space_to_json(gym.spaces.Discrete(3)))),
                      "schema", "column 'actions': expected list<int64>"),
+    "rewards-missing": (_then(_craft(), _rewrite(lambda t: t.drop(["rewards"]))), "schema",
+                        f"{PART}: required column 'rewards' is missing"),
     "foreign-part-file": (_then(_craft(), _write_file("part-00002.parquet", pa.table({"x": [1, 2], "y": ["a", "b"]}))),
                           "schema", "required column 'episode_id' is missing"),
     "garbage-part-file": (_then(_craft(), _write_file("part-00002.parquet", b"not parquet at all " * 20)),
@@ -198,7 +200,8 @@ def _train(capsys, job: Path, run: Path, *args: str) -> tuple[int, str]:
 
 #: One per way the data layer meets malformed rows: a connector's check and numpy inside a Ray task, the
 #: module-id scan, a parquet footer, dataset.json.
-SKIP_KINDS = ["obs-length", "action-space", "foreign-part-file", "garbage-part-file", "dataset-json-unparseable"]
+SKIP_KINDS = ["obs-length", "action-space", "foreign-part-file", "garbage-part-file", "dataset-json-unparseable",
+              "rewards-missing"]
 
 
 @pytest.mark.parametrize("kind", list(CORRUPTIONS))
@@ -213,10 +216,12 @@ def test_train_refuses_invalid_data(ray_session, tmp_path, capsys, kind):
     assert not run.exists()  # validated before the run directory was created: no config, no checkpoint
 
 
+@pytest.mark.parametrize("mode", ["in_memory", "streaming"])
 @pytest.mark.parametrize("kind", SKIP_KINDS)
-def test_skip_validation_on_malformed_data_is_a_message(ray_session, tmp_path, capsys, kind):
+def test_skip_validation_on_malformed_data_is_a_message(ray_session, tmp_path, capsys, kind, mode):
     dataset = CORRUPTIONS[kind][0](tmp_path)
-    code, err = _train(capsys, _job(tmp_path, dataset), tmp_path / "run", "--skip-validation")
+    code, err = _train(capsys, _job(tmp_path, dataset), tmp_path / "run", "--skip-validation",
+                       "--set", f"config.data.mode={mode}")
     assert code == 1, err
     assert str(dataset) in err and "Traceback" not in err
     assert not list(tmp_path.glob("run/checkpoints/*"))

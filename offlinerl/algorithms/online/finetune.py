@@ -31,7 +31,7 @@ from offlinerl.algorithms.online.recording import OnlineRecording, close_episode
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.algorithms.run_dir import new_run_dir
 from offlinerl.episodes.atomic import check_output
-from offlinerl.episodes.validate import require_valid
+from offlinerl.episodes.validate import require_schema, require_valid
 
 __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 
@@ -120,7 +120,7 @@ def run_finetune(
     dataset = pipeline.dataset or load_checkpoint(resume_from or pipeline.checkpoint).meta["dataset"]
     if pipeline.record:  # before any work: a job must not fail at its end for want of a place to write
         check_output(pipeline.record, overwrite, kind="dataset", inputs=_inputs(pipeline, dataset))
-    validation = None if skip_validation else require_valid(dataset)
+    validation = require_schema(dataset) if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []
     if resume_from is None:
         run = new_run_dir(pipeline.output, pipeline.name, run_dir)

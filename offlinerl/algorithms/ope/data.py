@@ -16,7 +16,7 @@ from offlinerl.core import columns as C
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import DatasetInfo, parquet_files, read_info
 from offlinerl.episodes import schema as S
-from offlinerl.episodes.validate import require_valid
+from offlinerl.episodes.validate import require_schema, require_valid
 
 __all__ = ["OPEEpisodes", "load_ope_episodes"]
 
@@ -57,6 +57,8 @@ def load_ope_episodes(path: str | Path, validate: bool = True, holdout: Any = No
     """
     if validate:
         require_valid(path)
+    else:
+        require_schema(path)
     info = read_info(path)
     table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
     if holdout is not None:
