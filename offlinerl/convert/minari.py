@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -296,7 +297,9 @@ def _read_episodes(items: Any, *, data_path: str, observation_space: gym.Space, 
 
 
 def _chunks(indices: list[int]) -> list[dict[str, str]]:
-    return [{"episodes": json.dumps(indices[s:s + EPISODES_PER_TASK])} for s in range(0, len(indices), EPISODES_PER_TASK)]
+    """Task items of at most ``EPISODES_PER_TASK`` episode indices each (as JSON text: one column, any length)."""
+    step = EPISODES_PER_TASK
+    return [{"episodes": json.dumps(indices[s:s + step])} for s in range(0, len(indices), step)]
 
 
 def import_minari(
@@ -377,10 +380,9 @@ def import_minari(
         with QuarantineWriter(tmp) as out:
             for record in quarantine:
                 out.write(record)
-        info.provenance["quarantine"] = {
-            "episodes": len(quarantine), "file": out.relative_path,
-            "reasons": {r: sum(q["reason"] == r for q in quarantine) for r in sorted({q["reason"] for q in quarantine})},
-        }
+        reasons = Counter(r["reason"] for r in quarantine)
+        info.provenance["quarantine"] = {"episodes": len(quarantine), "file": out.relative_path,
+                                         "reasons": dict(sorted(reasons.items()))}
         info.write(tmp)
     return info
 
