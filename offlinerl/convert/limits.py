@@ -23,6 +23,7 @@ converters quarantine the record and go on.
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,8 @@ __all__ = [
     "lz4_decompress",
     "zlib_decompress",
     "parse_byte_size",
+    "MAX_JSON_DEPTH",
+    "json_too_deep",
 ]
 
 #: Default cap on one decoded value (decompressed payload or array): 256 MiB.
@@ -52,6 +55,10 @@ DEFAULT_MAX_EXPANSION = 64
 MAX_VALUE_BYTES_FLAG = "--max-value-bytes"
 #: Quarantine reason for a record holding a value over a cap.
 TOO_LARGE = "too_large"
+#: Deepest nesting of JSON arrays and objects read from a recording (a line or a cell): Python's JSON parser
+#: recurses once per level and gives up (``RecursionError``) near 1,000; real records nest a few levels.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _STREAM_CHUNK = 8 * 1024 * 1024
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1024**3, "gib": 1024**3, "t": 1024**4, "tb": 1024**4, "tib": 1024**4}
@@ -124,6 +131,19 @@ class DecodeBudget:
     def charge(self, nbytes: int, what: str) -> None:
         """Check, then count ``nbytes`` as decoded."""
         self.check(nbytes, what)
+        self.used += nbytes
+
+    def charge_many(self, nbytes: int, what: str, record: str = "record") -> None:
+        """Count ``nbytes`` of many values (e.g. a parquet row group's columns) against the record's total
+        only, not the per-value cap; :class:`ValueTooLargeError` (nothing counted) if they do not fit."""
+        if nbytes > self.total - self.used:
+            before = f", {self.used:,} of them already counted" if self.used else ""
+            raise ValueTooLargeError(
+                f"{what} would decode to {nbytes:,} bytes; this {record} of {self.record_bytes:,} bytes may decode "
+                f"to at most {self.total:,} bytes in all (the larger of {MAX_VALUE_BYTES_FLAG} "
+                f"{_mib(self.limits.max_value_bytes)} and {self.limits.max_expansion}x its size){before}, so it "
+                f"was not read. If the {record} is trusted, raise the cap with {MAX_VALUE_BYTES_FLAG}"
+            )
         self.used += nbytes
 
 
@@ -217,3 +237,22 @@ def parse_byte_size(text: str) -> int:
     if unit not in _UNITS or not math.isfinite(value) or value * _UNITS[unit] < 1:
         raise ValueError(f"not a byte size: {text!r} (examples: 268435456, 512MiB, 2GiB)")
     return int(value * _UNITS[unit])
+
+
+def json_too_deep(text: str, max_depth: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON ``text`` nests arrays and objects more than ``max_depth`` levels deep (brackets inside
+    strings do not count). Linear time, vectorised; text with few brackets is answered at once."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    if '"' in text:
+        text = _JSON_STRING.sub('""', text)
+    data = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    step = np.zeros(256, dtype=np.int8)
+    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
+    depth = 0
+    for start in range(0, len(data), _STREAM_CHUNK):  # int32 running depth, one chunk at a time
+        levels = np.cumsum(step[data[start:start + _STREAM_CHUNK]], dtype=np.int32) + depth
+        if len(levels) and int(levels.max()) > max_depth:
+            return True
+        depth = int(levels[-1]) if len(levels) else depth
+    return False
