@@ -37,7 +37,8 @@ _REQUIRED = ("obs", "new_obs", "actions", "rewards", "eps_id", "t")
 
 
 class LineError(ValueError):
-    """A line that cannot be read; ``reason`` is a short category (``bad_json``, ``refused_pickle``, ``too_large`` …)."""
+    """A line that cannot be read; ``reason`` is a short category (``bad_json``, ``bad_encoding``, ``refused_pickle``,
+    ``too_large`` …)."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)
@@ -218,7 +219,10 @@ def parse_line(text: str | bytes, limits: DecodeLimits | None = None) -> list[Fr
     budget = (limits or DecodeLimits()).budget(len(text))
     try:
         record = json.loads(text)  # ints stay exact Python ints; NaN/Infinity tokens are accepted
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:  # one line only: the lines after it are read as usual
+        raise LineError("bad_encoding", f"byte 0x{exc.object[exc.start]:02x} (byte {exc.start + 1} of the line) "
+                                        "is not UTF-8 (a recording is UTF-8 JSON)") from exc
+    except json.JSONDecodeError as exc:
         raise LineError("bad_json", f"not valid JSON: {exc}") from exc
     fragments = []
     for policy, raw in _batches(record):
