@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from offlinerl.convert.interface import ConvertUsageError, Converter
-from offlinerl.convert.options import add_allow_quarantine, start_ray
+from offlinerl.convert.options import add_allow_quarantine, add_max_value_bytes, start_ray
 from offlinerl.convert.report import run_conversion
 
 __all__ = ["CONVERTER"]
@@ -17,6 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", required=True, help="the YAML (or .json) spec mapping columns (docs/convert.md, "
                    "'Your own step logs: convert table')")
     p.add_argument("--max-steps-per-row", type=int, default=None, help="split longer episodes into chunks")
+    add_max_value_bytes(p)
     add_allow_quarantine(p)
 
 
@@ -30,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
         start_ray(args.address)
         return convert_table(args.input, args.output, spec,
                              max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
-                             overwrite=args.overwrite, allow_quarantine=args.allow_quarantine)
+                             overwrite=args.overwrite, allow_quarantine=args.allow_quarantine,
+                             max_value_bytes=args.max_value_bytes)
 
     return run_conversion("table", convert, (FileNotFoundError, OutputExistsError, ConvertUsageError, ValueError),
                           args.allow_quarantine)
@@ -42,7 +44,8 @@ CONVERTER = Converter(
     description="Convert step tables (one row per env step) into an episode dataset. A spec names the episode "
     "id, step, observation, action, reward and end-flag columns (docs/convert.md, 'Your own step logs'). Rows "
     "are grouped by episode and sorted by step with Ray Data; bad rows and the episodes they break go to "
-    "OUT/_quarantine/records.jsonl with file, line/row and reason.",
+    "OUT/_quarantine/records.jsonl with file, line/row and reason. A parquet file whose columns would decode to "
+    "more than --max-value-bytes (or 64x its size, if larger) is refused whole, before a row is read.",
     add_arguments=add_arguments,
     run=run,
 )

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.report import ConversionReport
 from offlinerl.convert.grouped import BY_RECORDING, QUARANTINE, STATUS, STEPS, GroupSettings, sort_shuffle, write_grouped
+from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.convert.table.episodes import LOGP_COLUMN, EpisodeSettings, build_episode, leaf_spaces
 from offlinerl.convert.table.rows import (
@@ -112,10 +113,15 @@ def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | No
 def convert_table(
     inputs: Sequence[str | Path], output: str | Path, spec: TableSpec, *,
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW, overwrite: bool = False, allow_quarantine: bool = False,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
 ) -> ConversionReport:
-    """Convert step tables at ``inputs`` (files, directories, globs) into an episode dataset at ``output``."""
+    """Convert step tables at ``inputs`` (files, directories, globs) into an episode dataset at ``output``.
+
+    ``max_value_bytes`` caps a CSV cell and a JSON line, and (with 64x the file's size, if larger) what the
+    spec's columns of a parquet file may decode to (:mod:`offlinerl.convert.table.sources`)."""
     import ray.data
 
+    limits = DecodeLimits(max_value_bytes=max_value_bytes)
     items = [str(i) for i in inputs]
     files = [str(f) for f in find_table_files(items)]
     input_paths = [Path(f) for f in files] + [Path(i) for i in items if Path(i).is_dir()]
@@ -123,7 +129,7 @@ def convert_table(
     report = ConversionReport(source_format="step table (CSV / parquet / JSON lines)", record_unit="step rows",
                               output=str(Path(output).resolve()), files=len(files))
     obs_space, act_space, env_spec = _declared(spec, report)
-    read = ReadSettings(spec, tuple(files))
+    read = ReadSettings(spec, tuple(files), limits)
     with sort_shuffle():  # entered before the read: a Ray Dataset keeps the DataContext it was made in
         rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
                 .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
@@ -171,8 +177,9 @@ def _tally(ds, report: ConversionReport) -> tuple[list[dict], int]:
             if row[S.TRUNCATED]:
                 report.truncated += 1
                 report.truncated_by_recording += row[BY_RECORDING]
-    files_bad = {r["file"] for r in quarantine if r["level"] == "file"}
+    files_bad = {r["file"]: r for r in quarantine if r["level"] == "file"}
     report.files_unreadable = len(files_bad)
+    report.notes += [f"file not read: {path}: {r['reason']}: {r['message']}" for path, r in files_bad.items()]
     for rec in quarantine:
         if rec["level"] != "file":
             report.add_record_reason(rec["reason"])

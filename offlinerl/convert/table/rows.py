@@ -7,7 +7,12 @@ row ends; blank JSON lines are skipped but counted), ``row`` in parquet files
 (the first row is row 1). A cell that cannot be read gives the row an error
 (``reason\\tmessage``) instead of a value; a missing cell gives a null, which
 the episode stage refuses in a step row (``missing_value``) but accepts in
-the final-observation row.
+the final-observation row. Files are read by :mod:`offlinerl.convert.table.sources`
+(encoding, JSON nesting and size checks: one bad line never ends the file).
+
+Numbers are read strictly: ``1_000`` (Python's digit separators) is not a
+number (``non_numeric``); an integer beyond float64, or with more digits than
+Python converts, and a step index beyond int64 are ``number_out_of_range``.
 """
 
 from __future__ import annotations
@@ -15,16 +20,20 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from offlinerl.convert.limits import DecodeLimits
 from offlinerl.convert.quarantine import raw_excerpt
+from offlinerl.convert.table.sources import (
+    BAD_ENCODING, BLOCK_ROWS, OUT_OF_RANGE, CellError, LongInteger, bad_text, load_json, read_records,
+)
 from offlinerl.convert.table.spec import TableSpec
 
 __all__ = ["ReadSettings", "CellError", "row_schema", "read_file", "position_key", "obs_col", "next_col",
@@ -35,7 +44,8 @@ KEY, FILE, POS, ERROR, RAW, STEP = "_key", "_file", "_pos", "_error", "_raw", "_
 ACTION, ACTION_INT, REWARD, TERM, TRUNC, LOGP = "_a", "_a_int", "_reward", "_term", "_trunc", "_logp"
 #: Group key of rows whose episode id cannot be read (quarantined, never an episode).
 NO_EPISODE = "\x00(rows without a readable episode id)"
-_BLOCK_ROWS = 4096
+_BLOCK_ROWS = BLOCK_ROWS
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TRUE, _FALSE = {"true", "1", "t", "yes", "1.0"}, {"false", "0", "f", "no", "0.0"}
 
 
@@ -62,14 +72,8 @@ class ReadSettings:
     """The column mapping."""
     files: tuple[str, ...]
     """All input files (index = file position)."""
-
-
-class CellError(ValueError):
-    """A cell that cannot be read: ``reason`` is the quarantine code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
+    limits: DecodeLimits = field(default_factory=DecodeLimits)
+    """Caps on a cell, a JSON line and what a parquet file may decode to (``--max-value-bytes``)."""
 
 
 def row_schema(spec: TableSpec) -> pa.Schema:
@@ -90,19 +94,38 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, str) and not v.strip())
 
 
+def _shown(v: Any) -> str:
+    """``repr(v)``, cut to 80 characters (a cell may be megabytes long)."""
+    text = repr(v)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"
+
+
 def _number(v: Any, col: str, finite: bool) -> tuple[float, bool]:
     """A cell as a float and whether it was written as an integer."""
+    if isinstance(v, LongInteger):
+        raise CellError(OUT_OF_RANGE, f"column {col!r}: an integer of {v.digits:,} digits (more than the "
+                                      f"{sys.get_int_max_str_digits():,} Python converts)")
     if isinstance(v, bool) or not isinstance(v, (int, float, str, np.number)):
-        raise CellError("non_numeric", f"column {col!r}: {v!r} is not a number")
+        raise CellError("non_numeric", f"column {col!r}: {_shown(v)} is not a number")
     if isinstance(v, str):
         text = v.strip()
+        if "_" in text:  # float() and int() read 1_000 as 1000; no table writer means that
+            raise CellError("non_numeric", f"column {col!r}: {_shown(v)} is not a number (no '_' in numbers)")
         try:
             x = float(text)
         except ValueError:
-            raise CellError("non_numeric", f"column {col!r}: {v!r} is not a number") from None
+            raise CellError("non_numeric", f"column {col!r}: {_shown(v)} is not a number") from None
         is_int = text.lstrip("+-").isdigit()
+        if is_int and math.isinf(x):
+            raise CellError(OUT_OF_RANGE, f"column {col!r}: an integer of {len(text.lstrip('+-')):,} digits is "
+                                          "beyond the range of a float64")
     else:
-        x, is_int = float(v), isinstance(v, (int, np.integer))
+        is_int = isinstance(v, (int, np.integer))
+        try:
+            x = float(v)
+        except OverflowError:
+            raise CellError(OUT_OF_RANGE, f"column {col!r}: the integer {_shown(v)} is beyond the range of a "
+                                          "float64") from None
     if math.isnan(x):
         raise CellError("nan", f"column {col!r} is NaN")
     if finite and math.isinf(x):
@@ -122,9 +145,11 @@ def _vector(row: dict, cols: tuple[str, ...], finite: bool) -> tuple[list[float]
         v = cells[0]
         if isinstance(v, str) and v.strip().startswith("["):
             try:
-                v = json.loads(v)
+                v = load_json(v)
+            except CellError as exc:
+                raise CellError(exc.reason, f"column {cols[0]!r}: {exc}") from None
             except json.JSONDecodeError:
-                raise CellError("non_numeric", f"column {cols[0]!r}: {v!r} is not a JSON list") from None
+                raise CellError("non_numeric", f"column {cols[0]!r}: {_shown(v)} is not a JSON list") from None
         if isinstance(v, (list, tuple, np.ndarray)):
             try:
                 flat = np.asarray(v, dtype=object).ravel().tolist()
@@ -149,17 +174,20 @@ def _flag(v: Any, col: str) -> bool | None:
         return True
     if text in _FALSE:
         return False
-    raise CellError("bad_flag", f"column {col!r}: {v!r} is not a boolean (true/false, 1/0)")
+    raise CellError("bad_flag", f"column {col!r}: {_shown(v)} is not a boolean (true/false, 1/0)")
 
 
 def _episode_id(v: Any, col: str) -> str:
     if isinstance(v, str) and v.strip():
+        broken = bad_text(v)
+        if broken:
+            raise CellError(BAD_ENCODING, f"column {col!r}: {broken}")
         return v.strip()
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return str(int(v))
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
-    raise CellError("bad_episode_id", f"column {col!r}: {v!r} is not an episode id (text or integer)")
+    raise CellError("bad_episode_id", f"column {col!r}: {_shown(v)} is not an episode id (text or integer)")
 
 
 def _step(v: Any, col: str, kind: str) -> int | float:
@@ -169,24 +197,32 @@ def _step(v: Any, col: str, kind: str) -> int | float:
         try:
             x, _ = _number(v, col, True)
             return x
-        except CellError:
+        except CellError as exc:
+            if exc.reason == OUT_OF_RANGE:
+                raise
             try:
                 return datetime.fromisoformat(v.strip()).timestamp()
             except ValueError:
-                raise CellError("bad_step", f"column {col!r}: {v!r} is not a timestamp") from None
+                raise CellError("bad_step", f"column {col!r}: {_shown(v)} is not a timestamp") from None
     if isinstance(v, datetime):
         if kind == "timestamp":
             return v.timestamp()
         raise CellError("bad_step", f"column {col!r}: {v} is a timestamp, not an integer step index "
                                     f"(declare step: {{column: {col}, kind: timestamp}})")
     try:
-        x, _ = _number(v, col, True)
-    except CellError:
-        raise CellError("bad_step", f"column {col!r}: {v!r} is not a step {kind}") from None
+        x, is_int = _number(v, col, True)
+    except CellError as exc:
+        if exc.reason == OUT_OF_RANGE:
+            raise
+        hint = " (no '_' in numbers)" if isinstance(v, str) and "_" in v else ""
+        raise CellError("bad_step", f"column {col!r}: {_shown(v)} is not a step {kind}{hint}") from None
     if kind == "index":
         if not x.is_integer():
-            raise CellError("bad_step", f"column {col!r}: {v!r} is not an integer step index")
-        return int(v) if isinstance(v, (int, np.integer)) else int(x)
+            raise CellError("bad_step", f"column {col!r}: {_shown(v)} is not an integer step index")
+        exact = int(v) if isinstance(v, (int, np.integer)) else int(v.strip()) if is_int else int(x)
+        if not _INT64_MIN <= exact <= _INT64_MAX:
+            raise CellError(OUT_OF_RANGE, f"column {col!r}: step {_shown(v)} is beyond the int64 range")
+        return exact
     return x
 
 
@@ -215,44 +251,20 @@ def parse_row(row: dict, spec: TableSpec) -> dict[str, Any]:
     return out
 
 
-def _records(path: str, columns: tuple[str, ...]) -> Iterator[tuple[int, dict | None, str | None, str | None]]:
-    """``(position, row dict or None, raw text, error)`` of every record of one file."""
-    if path.endswith(".parquet"):
-        pf = pq.ParquetFile(path)
-        missing = [c for c in columns if c not in pf.schema_arrow.names]
-        if missing:
-            raise CellError("missing_column", f"the file has no column {missing[0]!r}")
-        pos = 0
-        for batch in pf.iter_batches(batch_size=_BLOCK_ROWS, columns=list(columns)):
-            for row in batch.to_pylist():
-                pos += 1
-                yield pos, row, None, None
-    elif path.endswith(".csv"):
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in columns if c not in (reader.fieldnames or ())]
-            if missing:
-                raise CellError("missing_column", f"the header has no column {missing[0]!r}")
-            for row in reader:
-                raw = json.dumps(row)
-                if None in row or any(v is None for v in row.values()):
-                    yield reader.line_num, row, raw, "wrong_width\tthe line has another number of cells than the header"
-                else:
-                    yield reader.line_num, row, raw, None
-    else:  # JSON lines
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield n, None, line.rstrip("\n"), f"bad_json\tnot a JSON object: {exc}"
-                    continue
-                if not isinstance(row, dict):
-                    yield n, None, line.rstrip("\n"), "bad_json\tnot a JSON object"
-                    continue
-                yield n, row, line.rstrip("\n"), None
+def _typed(row: dict, error: str | None, spec: TableSpec) -> dict[str, Any]:
+    """The typed values of one row, or its episode id (when readable) and its error."""
+    try:
+        if error is not None:
+            raise CellError(*error.split("\t", 1))
+        return parse_row(row, spec)
+    except Exception as exc:  # noqa: BLE001 - no row may stop its file: a CellError, or anything unforeseen
+        out = {ERROR: f"{exc.reason}\t{exc}" if isinstance(exc, CellError)
+               else f"unreadable\t{type(exc).__name__}: {exc}"[:2000]}
+        try:
+            out[KEY] = _episode_id(row.get(spec.episode_id), spec.episode_id)
+        except Exception:  # noqa: BLE001 - no readable id: the row is quarantined on its own
+            pass
+        return out
 
 
 def read_file(batch: pa.Table, settings: ReadSettings) -> Iterator[pa.Table]:
@@ -265,27 +277,18 @@ def read_file(batch: pa.Table, settings: ReadSettings) -> Iterator[pa.Table]:
         path, rows = settings.files[index], []
         empty = {f.name: None for f in schema}
         try:
-            for pos, row, raw, error in _records(path, spec.used_columns):
+            for pos, row, raw, error in read_records(path, spec.used_columns, settings.limits):
                 out = {**empty, KEY: NO_EPISODE, FILE: index, POS: pos, ERROR: error,
                        RAW: raw_excerpt(raw)["raw"] if raw is not None else None}
                 if row is not None:
-                    try:
-                        if error is not None:
-                            raise CellError(*error.split("\t", 1))
-                        out.update(parse_row(row, spec))
-                    except CellError as exc:
-                        try:
-                            out[KEY] = _episode_id(row.get(spec.episode_id), spec.episode_id)
-                        except CellError:
-                            pass
-                        out[ERROR] = f"{exc.reason}\t{exc}"
+                    out.update(_typed(row, error, spec))
                 rows.append(out)
                 if len(rows) >= _BLOCK_ROWS:
                     yield pa.Table.from_pylist(rows, schema=schema)
                     rows = []
         except CellError as exc:
             rows.append({**empty, KEY: NO_EPISODE, FILE: index, ERROR: f"{exc.reason}\t{exc}"})
-        except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException) as exc:
+        except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException, ValueError, OverflowError) as exc:
             rows.append({**empty, KEY: NO_EPISODE, FILE: index,
                          ERROR: f"unreadable_file\t{type(exc).__name__}: {exc}"})
         if rows:
