@@ -142,7 +142,7 @@ class Algorithm:
             learner_pipeline=self.offline_data.learner_pipeline(normalize=True), env_to_module=self.env_to_module,
             observation_space=self.offline_data.observation_space, action_space=self.offline_data.action_space,
             env=self.online_env_id(), env_kwargs=self._online_env_kwargs(), eval_env=self.eval_env_id(),
-            eval_env_kwargs=ev.env_kwargs, eval_episodes=ev.episodes, num_learners=self.learner_group.num_shards,
+            eval_env_kwargs=self.eval_env_kwargs(), eval_episodes=ev.episodes, num_learners=self.learner_group.num_shards,
             capacity_per_learner=capacity,
         )
 
@@ -251,7 +251,7 @@ class Algorithm:
             return self.experience.evaluate_episodes(episodes, seed, weights=self.eval_module.state_dict())
         ev = self.config.evaluation
         return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,
-                               env_kwargs=ev.env_kwargs)
+                               env_kwargs=self.eval_env_kwargs())
 
     def _gate(self, weights: Mapping[str, Any]) -> dict[str, float]:
         """Play the deployed and the learners' policy on the same fresh gate episodes; deploy the learners' if their
@@ -283,13 +283,22 @@ class Algorithm:
             raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
         return env
 
+    def eval_env_kwargs(self) -> dict[str, Any]:
+        """``gymnasium.make`` kwargs of the evaluation env: for the dataset's own env, the task it recorded (its
+        env spec's kwargs and time limit, e.g. a maze map and a fixed goal) updated by ``evaluation.env_kwargs``;
+        for an env named by ``evaluation.env``, ``evaluation.env_kwargs`` alone."""
+        ev = self.config.evaluation
+        if ev.env is not None:
+            return dict(ev.env_kwargs)
+        return {**self.offline_data.info.env_kwargs, **ev.env_kwargs}
+
     def online_env_id(self) -> str:
         """The env online experience comes from: ``online.env``, else the evaluation env."""
         return (self.online.env if self.online is not None else None) or self.eval_env_id()
 
     def _online_env_kwargs(self) -> dict[str, Any]:
         if self.online.env is None:
-            return dict(self.online.env_kwargs or self.config.evaluation.env_kwargs)
+            return dict(self.online.env_kwargs or self.eval_env_kwargs())
         return dict(self.online.env_kwargs)
 
     def _check_online_env(self) -> None:
@@ -317,7 +326,7 @@ class Algorithm:
         if not self.can_evaluate:
             return
         ev, data = self.config.evaluation, self.offline_data
-        check_env(self.eval_env_id(), data.observation_space, data.action_space, ev.env_kwargs,
+        check_env(self.eval_env_id(), data.observation_space, data.action_space, self.eval_env_kwargs(),
                   trusted=ev.env is not None, what=f"the dataset {self.dataset}")
 
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
@@ -340,6 +349,7 @@ class Algorithm:
             "config": self.config.to_dict(),
             "dataset": self.dataset,
             "env_id": info.env_id,
+            "env_kwargs": self.eval_env_kwargs() if self.can_evaluate else {},
             "observation_space": space_to_json(info.observation_space),
             "action_space": space_to_json(info.action_space),
             "module_class": class_path(self.module_class),

@@ -26,10 +26,12 @@ def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: i
     env_id = env or ev.env or ckpt.meta.get("env_id")
     if not env_id:
         raise ValueError(f"{path}: the checkpoint names no env; pass --env")
-    env_kwargs = env_kwargs or ev.env_kwargs
+    if env_kwargs is None:  # the task the job evaluated on (the dataset's recorded one), unless --env names another
+        recorded = ckpt.meta.get("env_kwargs")
+        env_kwargs = {} if env is not None else dict(recorded) if isinstance(recorded, dict) else dict(ev.env_kwargs)
     check_env(env_id, ckpt.observation_space, ckpt.action_space, env_kwargs, trusted=env is not None,
               what=f"the checkpoint {path}")
     module, env_to_module = ckpt.build_module(inference_only=True), ckpt.env_to_module()
     out = evaluate_module(module, env_id, env_to_module, episodes=episodes or ev.episodes,
                           seed=ev.seed if seed is None else seed, env_kwargs=env_kwargs)
-    return {"checkpoint": str(path), "algorithm": ckpt.algorithm, "env": env_id, **out}
+    return {"checkpoint": str(path), "algorithm": ckpt.algorithm, "env": env_id, "env_kwargs": dict(env_kwargs), **out}

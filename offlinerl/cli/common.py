@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_job_options", "add_address_option", "overwrite_help"]
+__all__ = ["add_job_options", "add_address_option", "add_env_kwargs_option", "overwrite_help"]
 
 ADDRESS_HELP = "Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray; docs/scaling.md)"
 
@@ -13,6 +13,25 @@ def add_address_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
     """``--address`` (``dest="address"``): the Ray cluster the command joins. ``offlinerl.cli.main`` sets
     ``RAY_ADDRESS`` to it while the command runs, so every ``init_ray()`` inside the library joins it."""
     parser.add_argument("--address", *aliases, dest="address", default=None, metavar="ADDR", help=ADDRESS_HELP)
+
+
+def _kwargs(text: str) -> dict:
+    from offlinerl.settings_file import NestingError, plain_json
+
+    try:
+        value = plain_json(text)
+    except (ValueError, NestingError) as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{{\"max_episode_steps\": 200}}', got {text!r}")
+    return value
+
+
+def add_env_kwargs_option(parser: argparse.ArgumentParser) -> None:
+    """``--env-kwargs JSON`` (``dest="env_kwargs"``, default None): ``gymnasium.make`` keyword arguments."""
+    parser.add_argument("--env-kwargs", type=_kwargs, default=None, metavar="JSON",
+                        help="gymnasium.make keyword arguments as a JSON object, e.g. '{\"max_episode_steps\": 200}' "
+                        "(default: the recorded task's, when the env is the one the data or checkpoint names)")
 
 
 def add_job_options(parser: argparse.ArgumentParser, set_example: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from offlinerl.cli.common import add_address_option, overwrite_help
+from offlinerl.cli.common import add_address_option, add_env_kwargs_option, overwrite_help
 from offlinerl.convert.registry import converters
 
 
@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter if converter.epilog else argparse.HelpFormatter,
         )
         converter.add_arguments(p)
+        if "--env" in p._option_string_actions:  # noqa: SLF001 - every converter taking --env takes its kwargs too
+            add_env_kwargs_option(p)
         p.add_argument("-o", "--output", required=True, metavar="OUT",
                        help="output dataset directory (must not exist unless --overwrite)")
         p.add_argument("--overwrite", action="store_true", help=overwrite_help())

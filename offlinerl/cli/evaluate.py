@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from offlinerl.cli.common import add_env_kwargs_option
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -16,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("checkpoint", help="checkpoint directory (e.g. runs/<run>/checkpoints/final)")
     p.add_argument("--env", help="gymnasium env id (default: the one the checkpoint was evaluated in)")
+    add_env_kwargs_option(p)
     p.add_argument("--episodes", type=int, help="number of episodes (default: the config's evaluation.episodes)")
     p.add_argument("--seed", type=int, help="seed of the first episode")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -29,13 +32,16 @@ def run(args: argparse.Namespace) -> int:
         print("offlinerl evaluate: --episodes must be >= 1", file=sys.stderr)
         return 2
     try:
-        r = evaluate_checkpoint(args.checkpoint, env=args.env, episodes=args.episodes, seed=args.seed)
+        r = evaluate_checkpoint(args.checkpoint, env=args.env, episodes=args.episodes, seed=args.seed,
+                                env_kwargs=args.env_kwargs)
     except (FileNotFoundError, ValueError) as exc:
         print(f"offlinerl evaluate: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(r, indent=2))
     else:
-        print(f"{r['algorithm']} policy in {r['env']}: return {r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} "
+        task = f" ({', '.join(f'{k}=...' if isinstance(v, (list, dict)) else f'{k}={v}' for k, v in sorted(r['env_kwargs'].items()))})" \
+            if r["env_kwargs"] else ""
+        print(f"{r['algorithm']} policy in {r['env']}{task}: return {r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} "
               f"over {int(r['eval/episodes'])} episodes (mean length {r['eval/length_mean']:.1f})")
     return 0

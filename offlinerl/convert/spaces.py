@@ -24,8 +24,10 @@ class EnvSpaces:
     """The made env's spec in gymnasium's JSON form (kwargs included); None if it does not serialise."""
 
 
-def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> EnvSpaces:
-    """Make ``env_id`` once and return its spaces and spec; ``ConvertUsageError`` if it cannot be made.
+def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None, *, trusted: bool = True,
+               what: str = "--env") -> EnvSpaces:
+    """Make ``env_id`` (with ``env_kwargs``) once and return its spaces and spec, the kwargs included;
+    ``ConvertUsageError`` if it cannot be made.
 
     ``trusted=False`` for an id read from a file (a recording, a spec): ``module:Env-v0`` ids (which
     would import ``module``) are refused unless allow-listed (:func:`offlinerl.trusted.env_id_problem`).
@@ -33,7 +35,7 @@ def env_spaces(env_id: str, *, trusted: bool = True, what: str = "--env") -> Env
     if (problem := env_id_problem(env_id, what, explicit=trusted)) is not None:
         raise ConvertUsageError(problem)
     try:
-        env = make_env(env_id, what=what, explicit=True)
+        env = make_env(env_id, env_kwargs, what=what, explicit=True)
     except UntrustedNameError as exc:
         raise ConvertUsageError(str(exc)) from None
     except Exception as exc:  # gymnasium raises several error types for unknown or broken ids

@@ -14,7 +14,7 @@ from offlinerl.episodes.schema import FORMAT_VERSION
 from offlinerl.episodes.spaces import space_from_json, space_to_json
 from offlinerl.settings_file import NestingError, plain_json
 
-__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "SUPPORTED_VERSIONS"]
+__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "recorded_env_kwargs", "SUPPORTED_VERSIONS"]
 
 INFO_FILE = "dataset.json"
 #: Largest ``dataset.json`` read (16 MiB; ours are a few KiB, Dict spaces included).
@@ -57,6 +57,12 @@ class DatasetInfo:
     """UTC creation time, ISO 8601."""
     format_version: int = FORMAT_VERSION
     """Episode format version."""
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        """The ``gymnasium.make`` keyword arguments of the recorded task: the env spec's ``kwargs`` (e.g. a
+        maze map and a fixed goal) and its ``max_episode_steps``; empty if no spec of ``env_id`` was recorded."""
+        return recorded_env_kwargs(self.env_id, self.env_spec)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +126,23 @@ class DatasetInfo:
         path = Path(directory) / INFO_FILE
         path.write_text(json.dumps(self.to_json(), indent=2, allow_nan=False) + "\n")
         return path
+
+
+def recorded_env_kwargs(env_id: str | None, env_spec: Any) -> dict[str, Any]:
+    """``gymnasium.make`` keyword arguments that rebuild the task an env spec (gymnasium's ``EnvSpec`` JSON, as
+    converters, Minari and ``collect`` record it) describes for ``env_id``: its ``kwargs`` plus its
+    ``max_episode_steps``. Empty when there is no spec, or it is of another env (a ``module:`` prefix of
+    ``env_id`` is ignored in the comparison)."""
+    if not env_id or not isinstance(env_spec, dict) or not isinstance(env_spec.get("id"), str):
+        return {}
+    if env_spec["id"] not in (env_id, env_id.split(":", 1)[-1]):
+        return {}
+    kwargs = env_spec.get("kwargs")
+    out = dict(kwargs) if isinstance(kwargs, dict) else {}
+    steps = env_spec.get("max_episode_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+        out["max_episode_steps"] = steps
+    return out
 
 
 def read_info(directory: str | Path) -> DatasetInfo:

@@ -40,7 +40,7 @@ gym.register("{name}/EvilCartPole-v0", entry_point=CartPoleEnv, max_episode_step
     (tmp_path / "mods").mkdir()
     (tmp_path / "mods" / f"{name}.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path / "mods"))
-    monkeypatch.delenv(ENV_PACKAGES_VAR, raising=False)
+    monkeypatch.setenv(ENV_PACKAGES_VAR, "")  # restored (removed) after the test
     yield name, marker
     sys.modules.pop(name, None)
 
@@ -83,7 +83,7 @@ def _job(tmp_path: Path, dataset: Path, **config) -> Path:
 
 
 def test_the_rule_allows_registry_ids_allow_listed_packages_and_explicit_ids(monkeypatch):
-    monkeypatch.delenv(ENV_PACKAGES_VAR, raising=False)
+    monkeypatch.setenv(ENV_PACKAGES_VAR, "")  # restored (removed) after the test
     assert env_id_problem("CartPole-v1") is None and env_id_problem("ns/Name-v0") is None
     assert "would import the module 'this'" in env_id_problem("this:Foo-v0", "spec x: env")
     assert "--env-package this" in env_id_problem("this:Foo-v0")

@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
         act_space = space_arg(args.action_space, "--action-space")
         start_ray(args.address)
         return convert_rllib_parquet(
-            args.input, args.output, env_id=args.env_id, observation_space=obs_space, action_space=act_space,
+            args.input, args.output, env_id=args.env_id, env_kwargs=args.env_kwargs,
+            observation_space=obs_space, action_space=act_space,
             max_steps_per_row=args.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW, overwrite=args.overwrite,
             allow_quarantine=args.allow_quarantine,
             max_value_bytes=args.max_value_bytes,

@@ -217,6 +217,7 @@ def convert_rllib_parquet(
     output: str | Path,
     *,
     env_id: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
     observation_space: gym.Space | None = None,
     action_space: gym.Space | None = None,
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
@@ -250,7 +251,7 @@ def convert_rllib_parquet(
     if observation_space is not None and action_space is not None:
         _spaces_from(report, "given")
     if env_id:
-        env = env_spaces(env_id)
+        env = env_spaces(env_id, env_kwargs)
         env_obs, env_act, env_spec = env.observation_space, env.action_space, env.env_spec
         observation_space, action_space = observation_space or env_obs, action_space or env_act
         _spaces_from(report, f"env {env_id}")

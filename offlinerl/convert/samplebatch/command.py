@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             inputs=tuple(args.inputs),
             output=args.output,
             env_id=args.env,
+            env_kwargs=args.env_kwargs or {},
             observation_space=space_arg(args.observation_space, "--observation-space"),
             action_space=space_arg(args.action_space, "--action-space"),
             unsquash_actions=args.unsquash_actions,

@@ -64,6 +64,8 @@ class SampleBatchConvertConfig:
     """Dataset directory to create."""
     env_id: str | None = None
     """Gymnasium id whose spaces describe the data (``gym.make(env_id)``)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """``gym.make`` keyword arguments of the recorded task (stored in the dataset's env spec)."""
     observation_space: gym.Space | None = None
     """Observation space, when not taken from ``env_id``; inferred from the data if neither is given."""
     action_space: gym.Space | None = None
@@ -314,7 +316,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     )
     obs_space, act_space, env_spec = config.observation_space, config.action_space, None
     if config.env_id:
-        env = env_spaces(config.env_id)
+        env = env_spaces(config.env_id, config.env_kwargs)
         obs_space, act_space, env_spec = env.observation_space, env.action_space, env.env_spec
         report.observation_space_from = report.action_space_from = f"env {config.env_id}"
     else:

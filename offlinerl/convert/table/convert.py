@@ -96,7 +96,7 @@ def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | No
     report.observation_space_from = "given" if obs else report.observation_space_from
     report.action_space_from = "given" if act else report.action_space_from
     if spec.env:
-        env = env_spaces(spec.env, what="spec: env")
+        env = env_spaces(spec.env, trusted=False, what="spec: env")  # a spec is a file: it chooses no module
         if obs is None:
             obs, report.observation_space_from = env.observation_space, f"env {spec.env}"
         if act is None:
