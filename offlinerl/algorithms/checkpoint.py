@@ -57,6 +57,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.settings_file import plain_json
 from offlinerl.core import columns as C
 from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory
@@ -220,8 +221,8 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     if size > MAX_METADATA_BYTES:
         raise CheckpointError(f"{file}: {size} bytes, more than an offlinerl checkpoint's {MAX_METADATA_BYTES}; not ours")
     try:
-        meta = json.loads(file.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        meta = plain_json(file.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:  # bad JSON, deep nesting, huge integers (NestingError)
         raise CheckpointError(f"{file}: not valid JSON ({exc}); the checkpoint is truncated or not an offlinerl checkpoint") from None
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{file}: not an offlinerl checkpoint (no \"format\": \"{CHECKPOINT_FORMAT}\")")

@@ -45,6 +45,7 @@ from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, ta
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, write_dataset
+from offlinerl.settings_file import plain_json
 from offlinerl.episodes.spaces import SpaceError, space_to_json
 
 __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "episode_from_minari", "iter_episodes",
@@ -93,8 +94,8 @@ def _check_metadata(data: Path) -> None:
     if size > MAX_METADATA_BYTES:
         raise MinariError(f"{file}: {size:,} bytes, more than a Minari dataset's metadata ({MAX_METADATA_BYTES:,})")
     try:
-        meta = json.loads(file.read_bytes())
-    except (ValueError, RecursionError) as exc:
+        meta = plain_json(file.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:  # bad JSON, deep nesting, huge integers (NestingError)
         raise MinariError(f"{file}: not valid JSON ({exc})") from None
     total = meta.get("total_episodes", 0) if isinstance(meta, dict) else None
     if isinstance(total, bool) or not isinstance(total, int) or total < 0:
@@ -296,6 +297,17 @@ def _read_episodes(items: Any, *, data_path: str, observation_space: gym.Space, 
     return episodes_to_table(rows, observation_space, action_space, extra_columns)
 
 
+def _env_spec(text: Any) -> dict[str, Any] | None:
+    """The env spec Minari stores as JSON text (id, kwargs, time limit), or None if absent or not a JSON object."""
+    if not isinstance(text, str):
+        return None
+    try:
+        spec = plain_json(text)
+    except ValueError:  # bad JSON, deep nesting, huge integers: the dataset just has no usable spec
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
 def _chunks(indices: list[int]) -> list[dict[str, str]]:
     """Task items of at most ``EPISODES_PER_TASK`` episode indices each (as JSON text: one column, any length)."""
     step = EPISODES_PER_TASK
@@ -349,7 +361,7 @@ def import_minari(
     keep_infos = keep_infos and _simple_infos(first.infos, len(first.rewards) + 1)
     extra = {INFOS: {"dtype": S.JSON_DTYPE, "shape": []}} if keep_infos else {}
     meta = dataset.storage.metadata
-    env_spec = json.loads(meta["env_spec"]) if isinstance(meta.get("env_spec"), str) else None
+    env_spec = _env_spec(meta.get("env_spec"))
     env_id = env_spec.get("id") if env_spec else None
     ds = ray.data.from_items(_chunks(indices)).map_batches(
         _read_episodes, batch_size=1, batch_format="numpy",
