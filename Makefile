@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch first, so the project's torch requirement is already met.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[test,export]"
+	$(BIN)/python -m pip install -q -e ".[test,export,suite]"
 	touch $(STAMP)
 
 run: setup
