@@ -3,6 +3,10 @@
 A dataset may carry a ``card.json`` beside its ``dataset.json`` (the shipped
 reference datasets do) with the two anchors ``random_return`` and
 ``best_return``; training jobs report ``normalized_score(R, **anchors(card))``.
+
+Aggregates across tasks and seeds follow Agarwal et al. (2021, "Deep RL at the edge of the statistical
+precipice"): the interquartile mean (:func:`iqm`, the mean of the middle 50% of all runs) and a
+stratified bootstrap confidence interval (:func:`bootstrap_ci`: runs are resampled within each task).
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["CARD_FILE", "CardError", "normalized_score", "load_card", "score_for_dataset"]
+import numpy as np
+
+__all__ = ["CARD_FILE", "CardError", "normalized_score", "load_card", "score_for_dataset", "iqm", "bootstrap_ci"]
 
 CARD_FILE = "card.json"
 
@@ -60,3 +66,32 @@ def score_for_dataset(return_: float, dataset_path: str | Path) -> float | None:
     if card is None:
         return None
     return normalized_score(return_, card["random_return"], card["best_return"])
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle half of ``values`` once sorted, the lowest and highest quarter
+    dropped (a run cut by a quartile counts with the fraction of it inside, so any number of runs works)."""
+    x = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = len(x)
+    if n == 0:
+        raise ValueError("iqm of no values")
+    lo, hi = 0.25 * n, 0.75 * n
+    weights = np.clip(np.minimum(np.arange(1, n + 1), hi) - np.maximum(np.arange(n), lo), 0.0, 1.0)
+    return float(np.dot(weights, x) / weights.sum())
+
+
+def bootstrap_ci(runs_by_task: Mapping[str, Sequence[float]], statistic: Callable[[Sequence[float]], float] = iqm,
+                 *, reps: int = 2000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """``(point, low, high)``: ``statistic`` of all runs, and its stratified bootstrap percentile interval (each
+    replicate resamples, with replacement, the same number of runs within every task)."""
+    tasks = [np.asarray(v, dtype=np.float64) for v in runs_by_task.values() if len(v)]
+    if not tasks:
+        raise ValueError("bootstrap_ci of no runs")
+    point = statistic(np.concatenate(tasks))
+    rng = np.random.default_rng(seed)
+    stats = np.empty(reps)
+    for r in range(reps):
+        stats[r] = statistic(np.concatenate([t[rng.integers(0, len(t), len(t))] for t in tasks]))
+    tail = 100 * (1 - confidence) / 2
+    low, high = np.percentile(stats, [tail, 100 - tail])
+    return point, float(low), float(high)

@@ -1,4 +1,4 @@
-"""The import graph runs one way (``DESIGN.md``): cli → algorithms → data / env → connectors → core →
+"""The import graph runs one way (``DESIGN.md``): cli → benchmark → algorithms → data / env → connectors → core →
 episodes, with convert → episodes beside them. Every ``offlinerl.*`` import, at the top of a module or
 inside a function, is checked: a package may import only packages of a lower layer.
 """
@@ -18,8 +18,9 @@ LAYERS: dict[str, int] = {
     "connectors": 3,
     "data": 4, "env": 4, "convert": 4,
     "algorithms": 5,
-    "cli": 6,
-    "__main__": 7,
+    "benchmark": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 
 

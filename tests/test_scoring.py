@@ -61,3 +61,26 @@ def test_shipped_cards_have_anchors(name):
     assert card is not None and card["best_return"] > card["random_return"]
     assert normalized_score(card["levels"][card["best_level"]]["return_mean"], card["random_return"],
                             card["best_return"]) > 95.0
+
+
+def test_iqm_is_the_mean_of_the_middle_half():
+    from offlinerl.scoring import iqm
+
+    assert iqm([1, 2, 3, 4, 5, 6, 7, 8]) == 4.5  # 3, 4, 5, 6
+    assert iqm([100, 0, 20, 10]) == 15.0  # 10 and 20; order does not matter
+    assert iqm([5]) == 5.0
+    # three runs: the quartiles cut the outer two at a quarter each: (0.25*1 + 2 + 0.25*3) / 1.5
+    assert iqm([1, 2, 3]) == pytest.approx(2.0)
+    assert iqm([0, 0, 0, 0, 0, 1000]) == pytest.approx(0.0)  # one outlier run does not move it
+    with pytest.raises(ValueError):
+        iqm([])
+
+
+def test_bootstrap_ci_resamples_within_tasks():
+    from offlinerl.scoring import bootstrap_ci, iqm
+
+    point, low, high = bootstrap_ci({"a": [1.0, 1.0, 1.0], "b": [3.0, 3.0, 3.0]}, iqm, reps=200)
+    assert point == low == high == 2.0  # stratified: every replicate keeps three runs of each task
+    point, low, high = bootstrap_ci({"a": [0.0, 10.0, 20.0, 30.0]}, iqm, reps=500, seed=1)
+    assert point == 15.0 and 0.0 <= low < 15.0 < high <= 30.0
+    assert bootstrap_ci({"a": [0.0, 10.0, 20.0, 30.0]}, iqm, reps=500, seed=1) == (point, low, high)  # seeded

@@ -19,7 +19,8 @@ STARTED_AT = time.time()
 here to their first update (``result.json``: ``first_update_s``)."""
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
-COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep")
+COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep",
+            "benchmark")
 #: Commands that never make an env (no ``--env-package``).
 NO_ENV_COMMANDS = ("validate", "inspect", "export", "ope")
 

@@ -1,0 +1,278 @@
+"""``offlinerl benchmark``: every (dataset, algorithm, seed) of a suite as sweep trials, then one table of scores.
+
+    BENCH/
+        benchmark.json        what was asked: suite, size, algorithms, seeds, budget, the datasets' paths
+        data/<name>-<size>/   generated datasets (shipped ones are read where they are)
+        sweeps/<dataset>-<algorithm>/   one sweep per pair: the recipe, its seeds as trials (``offlinerl sweep``)
+        scores.json           per run: final and best normalised score; per cell mean ± std; per algorithm the
+                              family means and the IQM with its stratified-bootstrap 95% interval
+        scores.csv, scores.md the table (beside the published numbers where the dataset mirrors a published one)
+        curves.png            normalised evaluation score against updates, mean ± std over seeds
+
+Each sweep is an ordinary sweep directory, so a run is inspected, resumed (``--resume BENCH`` resumes the
+sweeps that did not finish) and re-summarised like any sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import yaml
+
+from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.benchmark.suites import get_suite, published_family, published_scores
+from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
+from offlinerl.settings_file import plain_json
+from offlinerl.trusted import allow_env_packages
+
+__all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "BENCHMARK_FILE"]
+
+BENCHMARK_FILE = "benchmark.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkSpec:
+    """What a benchmark run was asked to do (``benchmark.json``)."""
+
+    suite: str
+    """Suite name (``offlinerl.benchmark.suites.SUITES``)."""
+    algorithms: list[str]
+    """Algorithms, in table order."""
+    seeds: list[int]
+    """Seeds: one trial each per (dataset, algorithm)."""
+    datasets: list[str]
+    """The suite's datasets run (all by default)."""
+    size: str = "small"
+    """Size of generated datasets (``tiny``, ``small``, ``full``)."""
+    updates: int | None = None
+    """Gradient updates per run (None: each recipe's own budget)."""
+    eval_episodes: int | None = None
+    """Evaluation episodes per evaluation (None: each recipe's own)."""
+
+    def __post_init__(self) -> None:
+        if not self.algorithms or not self.seeds or not self.datasets:
+            raise ConfigError("benchmark: give at least one algorithm, seed and dataset")
+        if self.updates is not None and self.updates < 1:
+            raise ConfigError(f"--updates must be >= 1, got {self.updates}")
+        if self.eval_episodes is not None and self.eval_episodes < 1:
+            raise ConfigError(f"--eval-episodes must be >= 1, got {self.eval_episodes}")
+
+
+def _budget_overrides(recipe: Path, updates: int | None, eval_episodes: int | None) -> list[str]:
+    """``--set`` values that run ``recipe`` for ``updates`` updates (iterations of at most that many) and
+    evaluate with ``eval_episodes`` episodes."""
+    out = []
+    if updates is not None:
+        data = yaml.safe_load(recipe.read_text())
+        per_iteration = int((data.get("config") or {}).get("updates_per_iteration", 1000))
+        out += [f"stop.updates={updates}", "stop.iterations=null", "stop.wall_time_s=null", "stop.eval_return=null",
+                f"config.updates_per_iteration={min(per_iteration, updates)}"]
+    if eval_episodes is not None:
+        out.append(f"config.evaluation.episodes={eval_episodes}")
+    return out
+
+
+def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str | Path | None = None,
+                  max_concurrent: int | None = None, address: str | None = None,
+                  log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run ``spec`` into the new directory ``out`` (or, with ``spec=None``, continue the run in ``out``), then
+    write and return the summary (:func:`summarize_benchmark`)."""
+    from offlinerl.algorithms.sweep import SWEEP_FILE, SweepSpec, plan_trials, resume_sweep, run_sweep
+
+    root = Path(out)
+    if spec is None:
+        if not (root / BENCHMARK_FILE).is_file():
+            raise ConfigError(f"{root}: not a benchmark directory (no {BENCHMARK_FILE})")
+        spec = BenchmarkSpec(**plain_json((root / BENCHMARK_FILE).read_text())["spec"])
+    elif root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise FileExistsError(f"{root} exists and is not empty; choose another --output, or --resume it")
+    suite = get_suite(spec.suite)
+    entries = [suite.dataset(name) for name in spec.datasets]
+    packages = sorted({d.env_package for d in entries if d.env_package})
+    if packages:  # before Ray starts: its workers and the trials inherit the allow-list
+        allow_env_packages(packages)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = {d.name: str(d.materialize(Path(data_dir) if data_dir else root / "data", spec.size, log=log).resolve())
+             for d in entries}
+    (root / BENCHMARK_FILE).write_text(json.dumps({"spec": asdict(spec), "datasets": paths}, indent=2) + "\n")
+    started = time.time()
+    for d in entries:
+        for algorithm in spec.algorithms:
+            sweep_dir = root / "sweeps" / f"{d.name}-{algorithm}"
+            try:
+                recipe = d.recipe(algorithm)
+            except FileNotFoundError as exc:
+                log(f"{d.name} × {algorithm}: skipped ({exc})")
+                continue
+            t0 = time.time()
+            if (sweep_dir / SWEEP_FILE).is_file():
+                log(f"{d.name} × {algorithm}: resuming {sweep_dir}")
+                resume_sweep(sweep_dir, max_concurrent=max_concurrent, address=address, log=log)
+            else:
+                overrides = [f"dataset={paths[d.name]}", *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
+                sweep = SweepSpec(pipeline=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={},
+                                  seeds=list(spec.seeds), trials=plan_trials({}, spec.seeds, overrides))
+                log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}")
+                run_sweep(sweep_dir, sweep, max_concurrent=max_concurrent, address=address, log=log)
+            log(f"{d.name} × {algorithm}: done in {time.time() - t0:.0f} s")
+    return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1))
+
+
+# -- scores -----------------------------------------------------------------------------------------------------
+
+
+def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]:
+    """Per finished trial: seed, updates, wall time, final and best normalised score, the normalised curve."""
+    runs = []
+    for trial in sorted((sweep_dir / "trials").glob("*/result.json")):
+        result = json.loads(trial.read_text())
+        if not isinstance(result.get("final_eval_return"), (int, float)):
+            continue
+        score = lambda r: normalized_score(r, *anchors)  # noqa: E731
+        curve = []
+        metrics = trial.parent / "metrics.jsonl"
+        for line in metrics.read_text().splitlines() if metrics.is_file() else []:
+            record = json.loads(line)
+            if isinstance(record.get("eval/return_mean"), (int, float)):
+                curve.append((float(record["learner/updates"]), score(record["eval/return_mean"])))
+        best = result.get("best_eval_return")
+        runs.append({"trial": trial.parent.name, "updates": result.get("updates"),
+                     "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),
+                     "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve})
+    return runs
+
+
+def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> dict[str, Any]:
+    """Read every sweep of the run in ``out``; write ``scores.json``, ``scores.csv``, ``scores.md`` and
+    ``curves.png``; return the summary (``cells``: per dataset and algorithm; ``algorithms``: the aggregates)."""
+    root = Path(out)
+    saved = plain_json((root / BENCHMARK_FILE).read_text())
+    spec, paths = BenchmarkSpec(**saved["spec"]), saved["datasets"]
+    suite = get_suite(spec.suite)
+    cells: dict[str, dict[str, Any]] = {}
+    for name in spec.datasets:
+        d = suite.dataset(name)
+        anchors = d.anchors(Path(paths[name]))
+        published = published_scores(d.published_name)
+        for algorithm in spec.algorithms:
+            sweep_dir = root / "sweeps" / f"{name}-{algorithm}"
+            runs = _runs(sweep_dir, anchors)
+            mean, std = _mean_std([r["final"] for r in runs])
+            cells[f"{name}/{algorithm}"] = {
+                "dataset": name, "algorithm": algorithm, "skipped": not sweep_dir.is_dir(), "runs": runs, "final_mean": mean, "final_std": std,
+                "best_mean": _mean_std([r["best"] for r in runs if r["best"] is not None])[0],
+                "published": published.get(algorithm), "published_name": d.published_name, "anchors": anchors,
+                "updates": max((r["updates"] or 0 for r in runs), default=None),
+                "train_time_s": sum(r["train_time_s"] or 0.0 for r in runs)}
+    aggregates = {}
+    for algorithm in spec.algorithms:
+        by_task = {name: [r["final"] for r in cells[f"{name}/{algorithm}"]["runs"]] for name in spec.datasets}
+        means = [cells[f"{name}/{algorithm}"]["final_mean"] for name in spec.datasets]
+        complete = all(m is not None for m in means)
+        point = low = high = None
+        if any(by_task.values()):
+            point, low, high = bootstrap_ci(by_task, iqm)
+        aggregates[algorithm] = {"mean": sum(means) / len(means) if complete else None,
+                                 "iqm": point, "iqm_ci": [low, high] if point is not None else None,
+                                 "runs": sum(len(v) for v in by_task.values())}
+    summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "seeds": spec.seeds,
+               "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
+               "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
+               "train_time_s": round(sum(c["train_time_s"] for c in cells.values()), 1),
+               "runs": sum(len(c["runs"]) for c in cells.values())}
+    (root / "scores.json").write_text(json.dumps(to_finite_json(summary), indent=2) + "\n")
+    _write_csv(root / "scores.csv", cells)
+    (root / "scores.md").write_text(scores_markdown(summary))
+    _plot(root / "curves.png", summary)
+    return summary
+
+
+def _fmt(mean: float | None, std: float | None = None) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
+
+
+def scores_markdown(summary: dict[str, Any]) -> str:
+    """The table: a row per dataset (final normalised score, mean ± std over seeds; the published score in
+    brackets), the mean over datasets, the IQM with its 95% interval, and the published family means."""
+    algorithms = list(summary["algorithms"])
+    budget = "recipe budgets" if summary["updates"] is None else f"{summary['updates']:,} updates"
+    lines = [f"Suite `{summary['suite']}` (size {summary['size']}, {budget}, "
+             f"seeds {', '.join(map(str, summary['seeds']))}): final normalised score (0 = random, 100 = expert), "
+             "mean ± std over seeds; [published] where the dataset mirrors a published one.", "",
+             "| dataset | " + " | ".join(algorithms) + " |", "|---|" + "---:|" * len(algorithms)]
+    for name in summary["datasets"]:
+        row = []
+        for algorithm in algorithms:
+            cell = summary["cells"][f"{name}/{algorithm}"]
+            text = _fmt(cell["final_mean"], cell["final_std"])
+            if cell["published"] is not None:
+                text += f" [{cell['published']:.1f}]"
+            row.append(text)
+        lines.append(f"| {name} | " + " | ".join(row) + " |")
+    agg = summary["algorithms"]
+    lines.append("| **mean** | " + " | ".join(_fmt(agg[a]["mean"]) for a in algorithms) + " |")
+    lines.append("| **IQM [95% CI]** | " + " | ".join(
+        "–" if agg[a]["iqm"] is None else f"{agg[a]['iqm']:.1f} [{agg[a]['iqm_ci'][0]:.1f}, {agg[a]['iqm_ci'][1]:.1f}]"
+        for a in algorithms) + " |")
+    published = summary["published_family"]
+    if published:
+        lines.append("| published family mean | " + " | ".join(_fmt(published.get(a)) for a in algorithms) + " |")
+    wall = "" if summary["wall_time_s"] is None else f"; this invocation took {summary['wall_time_s']:,.0f} s of wall time"
+    lines += ["", f"{summary['runs']} runs, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
+              f"start-up excluded){wall}."]
+    return "\n".join(lines) + "\n"
+
+
+def _write_csv(path: Path, cells: dict[str, dict[str, Any]]) -> None:
+    keys = ["dataset", "algorithm", "final_mean", "final_std", "best_mean", "published", "updates", "train_time_s"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys + ["runs"])
+        writer.writeheader()
+        for cell in cells.values():
+            writer.writerow({**{k: cell[k] for k in keys}, "runs": len(cell["runs"])})
+
+
+def _plot(path: Path, summary: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = summary["datasets"]
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for algorithm in summary["algorithms"]:
+            curves = [r["curve"] for r in summary["cells"][f"{name}/{algorithm}"]["runs"] if r["curve"]]
+            if not curves:
+                continue
+            n = min(len(c) for c in curves)
+            x = np.array([p[0] for p in curves[0][:n]])
+            y = np.array([[p[1] for p in c[:n]] for c in curves])
+            ax.plot(x, y.mean(0), label=algorithm)
+            ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
+        ax.set_title(name)
+        ax.set_xlabel("updates")
+        ax.set_ylabel("normalised score")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,147 @@
+"""Benchmark suites: datasets of one family each, where to get them, how to score them, which recipe trains them.
+
+A suite is a list of :class:`SuiteDataset`. Each knows
+
+- how to get its data: a dataset shipped in this checkout (``datasets/``), or a seeded generator run on
+  demand (the maze family: :func:`offlinerl.benchmark.maze.generate_maze`) at a named size;
+- its normalisation anchors: 0 = a uniformly random policy, 100 = the expert (the dataset card's
+  ``random_return`` / ``best_return``, or the generator's reference returns);
+- its recipe per algorithm: a pipeline file with the family's published hyper-parameters
+  (``offlinerl/benchmark/recipes/<family>-<algorithm>.yaml``) or, for the shipped classic datasets, the
+  tuned pipelines of ``pipelines/``;
+- the env package its env needs (``--env-package``), and the name of the published dataset it mirrors
+  (``maze2d-umaze-v1``) so the table can show the published numbers beside ours.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SuiteDataset", "Suite", "SUITES", "get_suite", "REPO", "RECIPES", "published_scores", "published_family"]
+
+#: The checkout this package lives in (the classic suite's datasets and pipelines are files of it).
+REPO = Path(__file__).resolve().parents[2]
+#: The family recipes shipped with the package.
+RECIPES = Path(__file__).resolve().parent / "recipes"
+_PUBLISHED = Path(__file__).resolve().parent / "published.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuiteDataset:
+    """One dataset of a suite."""
+
+    name: str
+    """Short name, also the directory name of generated data (``pointmaze-umaze``)."""
+    family: str
+    """Family (``maze2d``, ``classic``): recipes and published numbers are per family."""
+    shipped: str | None = None
+    """Path of a dataset in this checkout (relative to it); None: generated."""
+    generator: str | None = None
+    """``module:function`` of our generator (``generate(name, out, *, steps, seed)``); None: shipped."""
+    steps: dict[str, int] = field(default_factory=dict)
+    """Generated sizes: size name -> env steps (``tiny`` for CI, ``small``, ``full`` = the published size)."""
+    recipe_prefix: str | None = None
+    """Recipes ``pipelines/<prefix>-<algorithm>.yaml`` (the classic datasets); None: the family's recipes."""
+    env_package: str | None = None
+    """Package to import before its env is made (``gymnasium_robotics``)."""
+    published_name: str | None = None
+    """The published dataset this one mirrors (``maze2d-umaze-v1``), for the comparison columns."""
+
+    def recipe(self, algorithm: str) -> Path:
+        """The pipeline file that trains ``algorithm`` on this dataset; ``FileNotFoundError`` if there is none."""
+        path = (REPO / "pipelines" / f"{self.recipe_prefix}-{algorithm}.yaml" if self.recipe_prefix
+                else RECIPES / f"{self.family}-{algorithm}.yaml")
+        if not path.is_file():
+            raise FileNotFoundError(f"no {algorithm} recipe for {self.name} (looked for {path})")
+        return path
+
+    def materialize(self, data_dir: Path, size: str, *, log: Any = print) -> Path:
+        """The dataset's directory: the shipped one, or ``data_dir/<name>-<size>`` (generated if missing)."""
+        if self.shipped is not None:
+            return REPO / self.shipped
+        if size not in self.steps:
+            raise ValueError(f"{self.name}: no size {size!r} (sizes: {', '.join(self.steps)})")
+        out = Path(data_dir) / f"{self.name}-{size}"
+        if not (out / "dataset.json").is_file():
+            import importlib
+
+            module, func = self.generator.split(":")
+            log(f"generating {self.name} ({self.steps[size]:,} steps) into {out}")
+            getattr(importlib.import_module(module), func)(self.name, out, steps=self.steps[size], seed=0)
+        return out
+
+    def anchors(self, path: Path) -> tuple[float, float]:
+        """``(random, expert)`` returns: the card's ``random_return`` and ``best_return`` (or the generator's
+        ``random`` / ``expert`` reference returns)."""
+        card_file = Path(path) / "card.json"
+        card = json.loads(card_file.read_text()) if card_file.is_file() else {}
+        random = card.get("random_return", (card.get("reference_returns") or {}).get("random"))
+        expert = card.get("best_return", (card.get("reference_returns") or {}).get("expert"))
+        if (random is None or expert is None) and self.generator is not None:
+            import importlib
+
+            refs = importlib.import_module(self.generator.split(":")[0]).reference_returns(self.name)
+            random, expert = refs["random"], refs["expert"]
+        if random is None or expert is None:
+            raise ValueError(f"{path}: no normalisation anchors (card.json random_return / best_return)")
+        return float(random), float(expert)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Suite:
+    """A named list of datasets, with the algorithms it is meant to compare."""
+
+    name: str
+    description: str
+    datasets: tuple[SuiteDataset, ...]
+    algorithms: tuple[str, ...]
+    """The default ``--algorithms``."""
+
+    def dataset(self, name: str) -> SuiteDataset:
+        for d in self.datasets:
+            if d.name == name:
+                return d
+        raise KeyError(f"suite {self.name} has no dataset {name!r} (datasets: {', '.join(d.name for d in self.datasets)})")
+
+
+_MAZE = "offlinerl.benchmark.maze:generate_maze"
+
+SUITES: dict[str, Suite] = {
+    "classic": Suite(
+        name="classic", description="the three shipped classic-control / MuJoCo mixes (datasets/), tuned pipelines",
+        algorithms=("bc", "cql", "iql"),
+        datasets=tuple(SuiteDataset(name=n, family="classic", shipped=f"datasets/{n}-mixed", recipe_prefix=n)
+                       for n in ("cartpole", "pendulum", "double-pendulum")),
+    ),
+    "maze2d": Suite(
+        name="maze2d", description="PointMaze stitching (gymnasium-robotics) made with the D4RL maze2d recipe",
+        algorithms=("bc", "td3bc", "cql", "iql", "rebrac"),
+        datasets=tuple(
+            SuiteDataset(name=f"pointmaze-{m}", family="maze2d", generator=_MAZE, env_package="gymnasium_robotics",
+                         published_name=f"maze2d-{m}-v1",
+                         steps={"tiny": 5_000, "small": 100_000, "full": full})
+            for m, full in (("umaze", 1_000_000), ("medium", 2_000_000), ("large", 4_000_000))),
+    ),
+}
+
+
+def get_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise KeyError(f"unknown suite {name!r} (suites: {', '.join(SUITES)})")
+    return SUITES[name]
+
+
+def published_scores(published_name: str | None) -> dict[str, float]:
+    """Published normalised scores (algorithm -> score) of the dataset ``published_name`` mirrors."""
+    if published_name is None:
+        return {}
+    table = json.loads(_PUBLISHED.read_text())["datasets"]
+    return {k: float(v) for k, v in table.get(published_name, {}).items()}
+
+
+def published_family(family: str) -> dict[str, float]:
+    """Published mean normalised scores (algorithm -> score) over the family's datasets."""
+    return {k: float(v) for k, v in json.loads(_PUBLISHED.read_text())["families"].get(family, {}).items()}

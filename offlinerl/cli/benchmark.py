@@ -1,0 +1,102 @@
+"""``offlinerl benchmark SUITE``: every (dataset, algorithm, seed) of a suite, and one table of normalised scores."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from offlinerl.cli.common import add_address_option
+
+__all__ = ["register"]
+
+EPILOG = """examples:
+  offlinerl benchmark classic --algorithms bc,iql --seeds 0,1,2
+  offlinerl benchmark maze2d --size small --algorithms bc,td3bc,cql,iql,rebrac --seeds 0,1,2 --updates 100000
+  offlinerl benchmark --resume benchmarks/runs/maze2d-20261203T120000Z
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "benchmark", help="run a benchmark suite: every dataset x algorithm x seed, one table of normalised scores",
+        description="Run every (dataset, algorithm, seed) of SUITE with the family's recipe (a pipeline with the "
+        "published hyper-parameters) as sweep trials, then write scores.md / scores.csv / scores.json (final "
+        "normalised score, mean ± std over seeds, beside the published numbers; the interquartile mean with a "
+        "stratified bootstrap 95%% interval) and curves.png. Generated datasets are made on demand "
+        "(docs/benchmark.md).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("suite", nargs="?", help="suite name: classic, maze2d (not with --resume)")
+    p.add_argument("--algorithms", metavar="A1,A2,...", help="algorithms (default: the suite's)")
+    p.add_argument("--seeds", default="0", metavar="S1,S2,...", help="seeds, one run each (default: 0)")
+    p.add_argument("--datasets", metavar="D1,D2,...", help="a subset of the suite's datasets (default: all)")
+    p.add_argument("--size", default="small", help="size of generated datasets: tiny, small or full (default: small)")
+    p.add_argument("--updates", type=int, default=None, metavar="N",
+                   help="gradient updates per run (default: each recipe's budget)")
+    p.add_argument("--eval-episodes", type=int, default=None, metavar="N",
+                   help="episodes per evaluation (default: each recipe's)")
+    p.add_argument("--data-dir", metavar="DIR", help="where generated datasets are kept (default: OUT/data)")
+    p.add_argument("--output", "-o", help="benchmark directory to create (default: benchmarks/runs/<suite>-<UTC time>)")
+    p.add_argument("--resume", metavar="BENCH_DIR", help="continue the benchmark in BENCH_DIR")
+    p.add_argument("--max-concurrent", type=int, default=None, metavar="N", help="trials at a time per sweep")
+    p.add_argument("--no-progress", action="store_true", help="no line per step")
+    add_address_option(p)
+    p.set_defaults(func=run)
+
+
+def _list(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.algorithms.registry import algorithm_names
+    from offlinerl.benchmark.run import BenchmarkSpec, run_benchmark
+    from offlinerl.benchmark.suites import get_suite
+
+    if (args.suite is None) == (args.resume is None):
+        print("offlinerl benchmark: give a SUITE, or --resume BENCH_DIR (not both)", file=sys.stderr)
+        return 2
+    log = (lambda s: None) if args.no_progress else print
+    try:
+        if args.resume:
+            summary = run_benchmark(args.resume, None, data_dir=args.data_dir, max_concurrent=args.max_concurrent,
+                                    address=args.address, log=log)
+        else:
+            suite = get_suite(args.suite)
+            algorithms = _list(args.algorithms) or list(suite.algorithms)
+            unknown = [a for a in algorithms if a not in algorithm_names()]
+            if unknown:
+                raise ConfigError(f"--algorithms: unknown {unknown[0]!r} (known: {', '.join(algorithm_names())})")
+            try:
+                seeds = [int(s) for s in _list(args.seeds)]
+            except ValueError:
+                raise ConfigError(f"--seeds {args.seeds!r}: give integers, e.g. 0,1,2") from None
+            datasets = _list(args.datasets) or [d.name for d in suite.datasets]
+            for name in datasets:
+                suite.dataset(name)
+            spec = BenchmarkSpec(suite=suite.name, algorithms=algorithms, seeds=seeds, datasets=datasets,
+                                 size=args.size, updates=args.updates, eval_episodes=args.eval_episodes)
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            out = Path(args.output or Path("benchmarks") / "runs" / f"{suite.name}-{stamp}")
+            summary = run_benchmark(out, spec, data_dir=args.data_dir, max_concurrent=args.max_concurrent,
+                                    address=args.address, log=log)
+    except (ConfigError, KeyError) as exc:
+        print(f"offlinerl benchmark: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"offlinerl benchmark: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("offlinerl benchmark: interrupted; continue with  offlinerl benchmark --resume BENCH_DIR", file=sys.stderr)
+        return 130
+    root = Path(args.resume or out)
+    print((root / "scores.md").read_text().rstrip())
+    print(f"benchmark directory: {root}  (scores.md, scores.csv, scores.json, curves.png, sweeps/); "
+          f"{summary['wall_time_s']:.0f} s")
+    missing = [k for k, c in summary["cells"].items() if not c["runs"] and not c["skipped"]]
+    if missing:
+        print(f"offlinerl benchmark: no finished run for {', '.join(missing)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,65 @@
+"""``offlinerl benchmark``: a suite's (dataset, algorithm, seed) runs as sweep trials, one table of normalised
+scores computed from the runs' own results, resumable; bad requests are refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from offlinerl.benchmark.suites import SUITES, get_suite, published_family, published_scores
+from offlinerl.cli import main
+from offlinerl.scoring import iqm, normalized_score
+
+
+def test_every_suite_dataset_has_its_recipes_and_published_numbers():
+    for suite in SUITES.values():
+        for d in suite.datasets:
+            for algorithm in suite.algorithms:  # the suite's default algorithms all have a recipe
+                assert d.recipe(algorithm).is_file()
+    with pytest.raises(FileNotFoundError, match="no td3bc recipe for cartpole"):
+        get_suite("classic").dataset("cartpole").recipe("td3bc")  # discrete actions: none
+    assert published_scores("maze2d-umaze-v1")["iql"] == 42.11
+    assert published_family("maze2d")["rebrac"] == 96.8 and published_scores(None) == {}
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_tiny_benchmark_scores_every_run_and_resumes(tmp_path, capsys):
+    out = tmp_path / "bench"
+    code = main(["benchmark", "classic", "--algorithms", "bc", "--seeds", "0,1", "--datasets", "pendulum",
+                 "--updates", "40", "--eval-episodes", "2", "-o", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "| pendulum |" in captured.out and "IQM [95% CI]" in captured.out
+    scores = json.loads((out / "scores.json").read_text())
+    cell = scores["cells"]["pendulum/bc"]
+    assert len(cell["runs"]) == 2 and cell["updates"] == 40
+    random, best = cell["anchors"]
+    card = json.loads((Path(json.loads((out / "benchmark.json").read_text())["datasets"]["pendulum"]) / "card.json").read_text())
+    assert (random, best) == (card["random_return"], card["best_return"])
+    for run in cell["runs"]:  # each score is the run's own final return, normalised with the card's anchors
+        result = json.loads((out / "sweeps" / "pendulum-bc" / "trials" / run["trial"] / "result.json").read_text())
+        assert run["final"] == pytest.approx(normalized_score(result["final_eval_return"], random, best))
+    assert scores["algorithms"]["bc"]["iqm"] == pytest.approx(iqm([r["final"] for r in cell["runs"]]))
+    assert (out / "curves.png").stat().st_size > 0 and (out / "scores.csv").is_file()
+    # resuming a finished benchmark runs nothing and writes the same table
+    before = (out / "scores.md").read_text().split("\n\n")[1]
+    assert main(["benchmark", "--resume", str(out), "--no-progress"]) == 0
+    assert (out / "scores.md").read_text().split("\n\n")[1] == before
+
+
+def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
+    for argv, expected in [(["nosuch"], "unknown suite 'nosuch'"),
+                           (["classic", "--algorithms", "bc,nope"], "unknown 'nope'"),
+                           (["classic", "--seeds", "a"], "give integers"),
+                           (["classic", "--datasets", "moon"], "has no dataset 'moon'"),
+                           (["classic", "--updates", "0"], "--updates must be >= 1"),
+                           ([], "give a SUITE")]:
+        assert main(["benchmark", *argv, "-o", str(tmp_path / "b")]) == 2, argv
+        assert expected in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert main(["benchmark", "classic", "-o", str(tmp_path / "full")]) == 1
+    assert "exists and is not empty" in capsys.readouterr().err
