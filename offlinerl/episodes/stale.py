@@ -7,6 +7,9 @@ writer to ``NAME`` removes a temporary directory whose owner process is dead on
 this host (or that has no owner file and was not modified for an hour), and
 puts an ``.old`` copy back when its writer died before the new output was in place.
 A directory owned by a live process, or by a process on another host, is never touched.
+
+A writer of a single file works in the file ``.NAME.tmp-TOKEN`` beside ``NAME`` (no owner file fits in a
+file): the next writer to ``NAME`` removes such a file once it was not modified for an hour.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OWNER_FILE", "STALE_AFTER_S", "clean_stale_siblings", "old_name", "tmp_name", "write_owner"]
+__all__ = ["OWNER_FILE", "STALE_AFTER_S", "clean_stale_files", "clean_stale_siblings", "old_name", "tmp_name",
+           "write_owner"]
 
 OWNER_FILE = ".offlinerl-writer.json"
 #: A temporary directory without an owner file is stale once it was not modified for this long.
@@ -136,6 +140,29 @@ def clean_stale_siblings(out: Path) -> list[str]:
     for token, reason in sorted(stale.items()):
         shutil.rmtree(tmps[token], ignore_errors=True)
         done.append(f"removed {tmps[token]}, a temporary directory left by an interrupted writer: {reason}")
+    for line in done:
+        log.warning(line)
+    return done
+
+
+def clean_stale_files(out: Path) -> list[str]:
+    """Remove the temporary files ``.NAME.tmp-*`` beside the file ``out`` that were not modified for
+    ``STALE_AFTER_S`` (left by killed writers). Returns one line per file removed; each is also logged."""
+    prefix = f".{out.name}.tmp-"
+    try:
+        entries = [p for p in out.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return []
+    done: list[str] = []
+    for path in entries:
+        try:
+            if not path.is_file() or path.is_symlink() or time.time() - path.stat().st_mtime <= STALE_AFTER_S:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        done.append(f"removed {path}, a temporary file left by an interrupted writer (not modified for "
+                    f"{STALE_AFTER_S / 3600:.0f} h)")
     for line in done:
         log.warning(line)
     return done
