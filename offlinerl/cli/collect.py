@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from offlinerl.env.collect import CollectConfig, collect
-    from offlinerl.episodes.atomic import OutputExistsError, check_output
+    from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, check_output
 
     try:
         config = CollectConfig(
@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
     try:
         info = collect(config, progress=not args.no_progress, **factories)
+    except OutputWriteError as exc:  # a read-only or full disk: one line, nothing half-written left
+        print(f"offlinerl collect: {exc}")
+        return 1
     except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
         print(f"offlinerl collect: {exc}")
         return 2

@@ -43,12 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_minari(args: argparse.Namespace) -> int:
     from offlinerl.convert.minari import MinariError, export_minari
     from offlinerl.episodes.info import DatasetInfoError
+    from offlinerl.episodes.atomic import OutputWriteError
     from offlinerl.episodes.io import OutputExistsError
 
     try:
         target = export_minari(args.path, args.dataset_id, data_format=args.data_format, root=args.root,
                                description=args.description, overwrite=args.overwrite,
                                progress=sys.stderr.isatty())
+    except OutputWriteError as exc:  # a read-only or full disk: nothing half-written is left
+        print(f"offlinerl export minari: error: {exc}", file=sys.stderr)
+        return 1
     except (MinariError, DatasetInfoError, OutputExistsError) as exc:
         print(f"offlinerl export minari: error: {exc}", file=sys.stderr)
         return 2

@@ -28,16 +28,16 @@ def register_policy(formats: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write, e.g. policy.onnx")
     p.add_argument("--module-id", default=None, help="module to export when the checkpoint holds several")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace FILE (and FILE.json) if it exists; never the checkpoint or a file inside it, "
-                   "nor a directory (exit 2, nothing changed)")
+                   help="replace FILE (and FILE.json) if it exists; never the checkpoint or a file inside it (or "
+                   "inside any dataset or checkpoint), nor a directory (exit 2, nothing changed)")
     p.set_defaults(func=run_policy)
 
 
 def run_policy(args: argparse.Namespace) -> int:
-    """Exit 0 written; 1 bad checkpoint, missing optional dependency or export failure; 2 output refused."""
+    """Exit 0 written; 1 bad checkpoint, missing optional dependency, export or write failure; 2 output refused."""
     from offlinerl.algorithms.checkpoint import CheckpointError
     from offlinerl.algorithms.export import ExportError, export_policy
-    from offlinerl.episodes.atomic import OutputExistsError
+    from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError
 
     try:
         out = export_policy(args.checkpoint, args.output, args.file_format, module_id=args.module_id,
@@ -45,7 +45,7 @@ def run_policy(args: argparse.Namespace) -> int:
     except OutputExistsError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (CheckpointError, ExportError) as exc:
+    except (CheckpointError, ExportError, OutputWriteError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {args.file_format} policy to {out} (description: {out}.json)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "format_table"]
@@ -32,7 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="score only the episodes a job with data.holdout {fraction: FRACTION, seed: --holdout-seed} "
                    "kept out of training (same ids, fraction and seed, same split)")
     p.add_argument("--holdout-seed", type=int, default=0, help="seed of that split (default 0)")
-    p.add_argument("--out", help="also write the report as JSON to FILE.json")
+    p.add_argument("--out", metavar="FILE.json",
+                   help="also write the report as JSON to FILE.json (missing directories are created; never a "
+                   "file inside a dataset or checkpoint)")
+    p.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists")
     p.add_argument("--skip-validation", action="store_true", help="do not validate the dataset first")
     p.set_defaults(func=run)
 
@@ -59,9 +61,11 @@ def format_table(report: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Exit 0 done; 1 bad inputs or a failed write; 2 bad options or a refused --out (nothing run)."""
     from offlinerl.algorithms.algorithm_config import HoldoutConfig
     from offlinerl.algorithms.ope.fqe import FQEConfig
     from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+    from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, check_output_file, write_file
     from offlinerl.episodes.validate import InvalidDatasetError
 
     try:
@@ -70,6 +74,16 @@ def run(args: argparse.Namespace) -> int:
                            num_resamples=args.resamples, seed=args.seed)
         holdout = None if args.holdout is None else HoldoutConfig(fraction=args.holdout, seed=args.holdout_seed)
     except ValueError as exc:  # ConfigError too (a bad --holdout)
+        print(f"offlinerl ope: {exc}", file=sys.stderr)
+        return 2
+    inputs = [*args.checkpoints, args.dataset]
+    try:
+        if args.out:  # before any fitting: the report may not replace or land inside what it reads
+            check_output_file(args.out, args.overwrite, inputs=inputs)
+    except OutputWriteError as exc:
+        print(f"offlinerl ope: {exc}", file=sys.stderr)
+        return 1
+    except OutputExistsError as exc:
         print(f"offlinerl ope: {exc}", file=sys.stderr)
         return 2
     try:
@@ -85,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(format_table(report))
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
-        print(f"wrote {args.out}")
+        try:
+            out = write_file(args.out, json.dumps(report, indent=2, allow_nan=False) + "\n", args.overwrite,
+                             inputs=inputs)
+        except (OutputExistsError, OutputWriteError) as exc:  # appeared meanwhile, or the disk filled up
+            print(f"offlinerl ope: {exc}", file=sys.stderr)
+            return 1
+        print(f"wrote {out}")
     return 0

@@ -94,6 +94,9 @@ def collect(
 ) -> DatasetInfo:
     """Record ``config.num_episodes`` episodes into a new dataset, atomically, and check it.
 
+    Raises ``OutputExistsError`` (a refused output, before any episode is sampled) and ``OutputWriteError``
+    (a read-only or full disk: nothing half-written is left).
+
     ``config.policy == "random"`` needs no factories; for a checkpoint, the
     caller passes the factories that rebuild its module and connectors (see
     ``offlinerl.algorithms.online.checkpoint_policy``), and ``policy_info``
@@ -115,6 +118,20 @@ def collect(
     bar = _progress(config.num_episodes, progress)
     returns: list[float] = []
     lengths: list[int] = []
+    provenance = {
+        "collector": "offlinerl collect",
+        **policy_info,
+        "explore": config.explore,
+        "epsilon": config.epsilon,
+        "seed": config.seed,
+        "num_env_runners": config.num_env_runners,
+        "num_envs": config.num_envs,
+        "env_kwargs": config.env_kwargs,
+        "max_episode_steps": config.max_episode_steps,
+        "env_runner_restarts": group.num_restarts,
+        "gymnasium_version": gym.__version__,
+        "seconds": None,
+    }
 
     def episodes() -> Iterator:
         remaining = config.num_episodes
@@ -125,6 +142,11 @@ def collect(
             lengths.extend(len(e) for e in batch)
             bar.update(len(batch))
             yield from batch
+        # Every episode is sampled: the totals join the provenance before write_dataset builds dataset.json from
+        # it, inside its temporary directory, so the dataset is complete when it appears (no rewrite after).
+        provenance["seconds"] = round(time.time() - started, 2)
+        provenance["env_runner_restarts"] = group.num_restarts
+        provenance.update({k.split("/", 1)[1]: v for k, v in episode_metrics(returns, lengths, "episode").items()})
 
     try:
         info = write_dataset(
@@ -132,32 +154,13 @@ def collect(
             observation_space=group.observation_space, action_space=group.action_space,
             env_id=config.env,
             env_spec=env_spec_json(config.env, max_episode_steps=config.max_episode_steps),
-            provenance={
-                "collector": "offlinerl collect",
-                **policy_info,
-                "explore": config.explore,
-                "epsilon": config.epsilon,
-                "seed": config.seed,
-                "num_env_runners": config.num_env_runners,
-                "num_envs": config.num_envs,
-                "env_kwargs": config.env_kwargs,
-                "max_episode_steps": config.max_episode_steps,
-                "env_runner_restarts": group.num_restarts,
-                "gymnasium_version": gym.__version__,
-                "seconds": None,
-            },
+            provenance=provenance,
             overwrite=config.overwrite,
             inputs=config.inputs,
         )
     finally:
         bar.close()
         group.stop()
-    info.provenance["seconds"] = round(time.time() - started, 2)
-    info.provenance["env_runner_restarts"] = group.num_restarts
-    info.provenance.update(
-        {k.split("/", 1)[1]: v for k, v in episode_metrics(returns, lengths, "episode").items()}
-    )
-    info.write(config.output)
     check_collected_dataset(config.output, config.num_episodes)
     return info
 

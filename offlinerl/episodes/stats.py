@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, atomic_file, check_output_file
 from offlinerl.episodes.checks import leaf_values
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import parquet_files
@@ -269,11 +270,21 @@ def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
     return "\n".join(lines)
 
 
-def plot_stats(stats: dict[str, Any], out: str | Path) -> Path:
-    """Draw the return and length histograms of :func:`dataset_stats`' result into a PNG."""
+def plot_stats(stats: dict[str, Any], out: str | Path, *, overwrite: bool = True) -> Path:
+    """Draw the return and length histograms of :func:`dataset_stats`' result into the PNG ``out``; its path.
+
+    Written atomically (``offlinerl.episodes.atomic.atomic_file``): never the dataset or a file inside it or
+    inside any dataset or checkpoint, never over a directory; an existing file is replaced unless
+    ``overwrite=False``. A refused output or a failed write (read-only or full disk) is a :class:`StatsError`.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    inputs = [stats["path"]]
+    try:
+        target = check_output_file(out, overwrite, inputs=inputs)
+    except (OutputExistsError, OutputWriteError) as exc:
+        raise StatsError(str(exc)) from None
     fig = Figure(figsize=(10, 4), dpi=100)
     FigureCanvasAgg(fig)
     for i, (key, label) in enumerate((("return_histogram", "episode return"), ("length_histogram", "episode length"))):
@@ -287,7 +298,9 @@ def plot_stats(stats: dict[str, Any], out: str | Path) -> Path:
         ax.set_title(f"{label} ({stats['episodes']:,} episodes)")
     fig.suptitle(f"{Path(stats['path']).name}" + (f" — {stats['env_id']}" if stats["env_id"] else ""))
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
-    return out
+    try:
+        with atomic_file(target, overwrite, inputs=inputs) as tmp:
+            fig.savefig(tmp, format="png")
+    except (OutputExistsError, OutputWriteError) as exc:
+        raise StatsError(str(exc)) from None
+    return target

@@ -11,15 +11,14 @@ the ``onnx`` package but not ``onnxscript``. Torch 2.13 marks both as deprecated
 (and the tracer's, about Python branches on the batch size that do not change the result) are
 silenced here and the parity tests stand in for them.
 
-The output is written atomically (a temporary file renamed into place); an existing file is
-replaced only with ``overwrite=True``, and never the checkpoint or anything inside it.
+The output is written atomically (``offlinerl.episodes.atomic.atomic_file``: a temporary file renamed
+into place); an existing file is replaced only with ``overwrite=True``, and never the checkpoint, a
+file inside it or inside any dataset or checkpoint.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,7 +29,7 @@ import torch
 from offlinerl.algorithms.checkpoint import Checkpoint, load_checkpoint
 from offlinerl.algorithms.export.deployed import DeployedPolicy, policy_inputs, policy_output
 from offlinerl.connectors import observation_connectors
-from offlinerl.episodes.atomic import OutputExistsError, UnsafeOutputError
+from offlinerl.episodes.atomic import atomic_file, check_output_file
 from offlinerl.episodes.spaces import space_to_json
 
 __all__ = ["FORMATS", "METADATA_KEY", "ExportError", "MissingDependencyError", "build_deployed_policy",
@@ -123,21 +122,6 @@ def _write_onnx(policy: DeployedPolicy, meta: dict[str, Any], tmp: Path) -> None
     onnx.save(model, str(tmp))
 
 
-def _within(child: Path, parent: Path) -> bool:
-    return child == parent or parent in child.parents
-
-
-def _check_output(out: Path, ckpt: Checkpoint, overwrite: bool) -> None:
-    source = ckpt.path.resolve()
-    for target in (out, _sidecar(out)):
-        if _within(target, source) or _within(source, target):
-            raise UnsafeOutputError(f"{target}: refusing to write here: it is or lies inside the checkpoint {source}")
-        if target.is_dir():
-            raise UnsafeOutputError(f"{target} is a directory; give the file to write, e.g. {target / 'policy.onnx'}")
-        if target.exists() and not overwrite:
-            raise OutputExistsError(f"{target} exists; pass --overwrite (overwrite=True) to replace it")
-
-
 def _sidecar(out: Path) -> Path:
     return out.with_name(out.name + ".json")
 
@@ -148,28 +132,23 @@ def export_policy(checkpoint: str | Path | Checkpoint, path: str | Path, fmt: st
     to ``path + ".json"``; returns ``path``.
 
     Raises ``CheckpointError`` (bad checkpoint), ``MissingDependencyError`` (``onnx`` not installed),
-    ``OutputExistsError``/``UnsafeOutputError`` (refused output; nothing written) or ``ExportError``.
+    ``OutputExistsError``/``UnsafeOutputError`` (refused output; nothing written), ``OutputWriteError``
+    (read-only or full disk; nothing half-written) or ``ExportError``.
     """
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     ckpt = load_checkpoint(checkpoint)
-    out = Path(path).resolve()
-    _check_output(out, ckpt, overwrite)
+    inputs = [ckpt.path]  # never the checkpoint, nor a file inside it (nor inside any dataset or checkpoint)
+    out = check_output_file(path, overwrite, inputs=inputs)
+    check_output_file(_sidecar(out), overwrite, inputs=inputs)
     policy = build_deployed_policy(ckpt, module_id)
     meta = policy_metadata(ckpt, policy, fmt)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(4)
-    tmp, tmp_meta = out.with_name(f".{out.name}.tmp-{token}"), out.with_name(f".{out.name}.json.tmp-{token}")
-    try:
+    with atomic_file(out, overwrite, inputs=inputs) as tmp, \
+            atomic_file(_sidecar(out), overwrite, inputs=inputs) as tmp_meta:
         try:
             (_write_onnx if fmt == "onnx" else _write_torchscript)(policy, meta, tmp)
         except (RuntimeError, TypeError) as exc:  # tracing or the exporter: e.g. a custom module it cannot follow
             raise ExportError(f"{ckpt.path}: the {ckpt.module_class.__name__} policy could not be exported as "
                               f"{fmt}: {type(exc).__name__}: {str(exc)[:300]}") from exc
         tmp_meta.write_text(json.dumps(meta, indent=2) + "\n")
-        os.replace(tmp_meta, _sidecar(out))
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-        tmp_meta.unlink(missing_ok=True)
     return out
