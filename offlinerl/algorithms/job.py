@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from offlinerl.algorithms.config_io import ConfigError
 from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, to_finite_json
-from offlinerl.algorithms.run_dir import MetricsLog, prune_checkpoints
+from offlinerl.algorithms.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
+from offlinerl.episodes.atomic import replace_file
 
 __all__ = ["StopConfig", "Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
 
@@ -116,8 +117,9 @@ def should_stop(stop: StopConfig, trainable: Trainable, metrics: Mapping[str, An
 
 
 def write_result(run: Path, result: Mapping[str, Any]) -> None:
-    """``result.json``: strict JSON (a non-finite number is written as ``null``)."""
-    (run / "result.json").write_text(json.dumps(to_finite_json(dict(result)), indent=2) + "\n")
+    """``result.json``: strict JSON (a non-finite number is written as ``null``), replaced atomically (never
+    written in place, so never half-written, and a hard link to another run's file is left as it was)."""
+    replace_file(run / "result.json", json.dumps(to_finite_json(dict(result)), indent=2) + "\n")
 
 
 def run_job(
@@ -138,7 +140,8 @@ def run_job(
     """Train ``trainable`` in ``run`` until a stop condition, then checkpoint and evaluate it.
 
     ``resumed``: ``run`` holds the job up to ``trainable.iteration`` (its later ``metrics.jsonl`` lines are
-    dropped; a job that had already stopped runs no iteration). ``last_good``: the newest good checkpoint so
+    dropped; a job that had already stopped runs no iteration; a symbolic link in ``run`` to outside it is a
+    ``RunDirError`` before anything is written). ``last_good``: the newest good checkpoint so
     far, named by ``NonFiniteLossError``. ``first_records``: written to ``metrics.jsonl`` before the first
     iteration (e.g. fine-tuning's evaluation of the loaded checkpoint). ``resume_command``: if set, a job that
     fails after its first update saves its state and logs this command to continue it. ``t_start``: when the
@@ -146,6 +149,8 @@ def run_job(
     """
     from torch.utils.tensorboard import SummaryWriter
 
+    if resumed:  # what a resumed job writes and deletes must lie inside ``run`` (read_run checks it too)
+        resolve_resumed(run)
     metrics = MetricsLog(run / "metrics.jsonl", resume_at_iteration=trainable.iteration if resumed else None)
     for record in first_records:
         metrics.append(dict(record))

@@ -14,14 +14,15 @@ import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError
 from offlinerl.algorithms.config_io import ConfigError, apply_overrides, load_file
 from offlinerl.algorithms.guards import metrics_json
+from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
 
-__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "read_run", "MetricsLog", "RunDirError",
-           "RESUME_OVERRIDABLE"]
+__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed", "MetricsLog",
+           "RunDirError", "RESUME_OVERRIDABLE"]
 
 CHECKPOINTS = "checkpoints"
 
@@ -30,10 +31,17 @@ class RunDirError(ValueError):
     """A run directory that cannot be created or resumed; the message says why."""
 
 
-def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None) -> Path:
-    """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one or a file."""
+def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None, *,
+                inputs: Sequence[str | Path] = ()) -> Path:
+    """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one, a file,
+    and a place no writer may write (``check_output_place``: ``/``, home, the current directory, an input in
+    ``inputs``, inside a dataset or checkpoint)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
+    try:
+        check_output_place(run, inputs=inputs)
+    except UnsafeOutputError as exc:
+        raise RunDirError(str(exc)) from None
     if run.exists() and not run.is_dir():
         raise RunDirError(f"{run} is a file; --output names the run directory to create")
     if run.exists() and any(run.iterdir()):
@@ -42,8 +50,38 @@ def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None
     try:
         run.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunDirError(f"cannot create the run directory {run}: {exc.strerror or exc}") from None
+        raise OutputWriteError.from_os_error(exc, run, "no run directory was created") from None
     return run
+
+
+def _within(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def resolve_resumed(directory: str | Path, what: str = "run directory") -> Path:
+    """``directory`` resolved, once nothing in it leads outside it.
+
+    A resumed job writes and deletes inside the directory it is handed (checkpoints, ``metrics.jsonl``,
+    ``result.json``; a sweep's trial directories and summary), so every path in it must resolve inside it:
+    a symbolic link anywhere in it that points elsewhere (``checkpoints/`` linked into another run, a trial
+    directory linked into another sweep) is a :class:`RunDirError`, raised before anything is written.
+    """
+    root = Path(directory).resolve()
+    for parent, dirs, files in os.walk(root):  # links are looked at, never followed
+        for name in [*dirs, *files]:
+            path = Path(parent) / name
+            if not path.is_symlink():
+                continue
+            try:
+                target = path.resolve()
+            except (OSError, RuntimeError):  # a loop of links
+                target = None
+            if target is None or not _within(target, root):
+                raise RunDirError(
+                    f"{path}: a symbolic link to {target or os.readlink(path)}, outside the {what} {root}; "
+                    f"--resume writes and deletes only inside the {what}, so it did not start (replace the link "
+                    "with a copy of what it points to, or resume the job where that lies)")
+    return root
 
 
 #: What ``--set`` may change when a job is resumed: everything else must stay as it ran, or the
@@ -53,8 +91,10 @@ RESUME_OVERRIDABLE = ("stop.", "checkpoint_interval", "checkpoint_keep")
 
 def read_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[dict[str, Any], Path]:
     """What resuming the job in ``run_dir`` starts from (``train --resume``, ``finetune --resume``): its
-    ``config.yaml`` with the ``--set`` overrides a resumed job allows, and its newest checkpoint."""
+    ``config.yaml`` with the ``--set`` overrides a resumed job allows, and its newest checkpoint. Raises
+    :class:`RunDirError` for a run directory holding a symbolic link to outside it (``resolve_resumed``)."""
     run = Path(run_dir)
+    resolve_resumed(run)
     if not (run / "config.yaml").is_file():
         raise RunDirError(f"{run}: not a run directory (no config.yaml)")
     for text in overrides:
@@ -127,18 +167,22 @@ class MetricsLog:
                     continue  # a line cut short by a kill
                 if isinstance(record, dict) and record.get("iteration", 0) <= resume_at_iteration:
                     self.history.append(record)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text("".join(self._line(r) for r in self.history))
-        os.replace(tmp, self.path)  # a kill leaves the old file or the new one, never half of it
-        self._file: TextIO = self.path.open("a")
+        replace_file(self.path, "".join(self._line(r) for r in self.history))  # a kill leaves the old or the new
+        try:
+            self._file: TextIO = self.path.open("a")
+        except OSError as exc:
+            raise OutputWriteError.from_os_error(exc, self.path, "the run is as it was") from exc
 
     @staticmethod
     def _line(record: dict[str, Any]) -> str:
         return metrics_json(record) + "\n"
 
     def _write(self, record: dict[str, Any]) -> None:
-        self._file.write(self._line(record))
-        self._file.flush()
+        try:
+            self._file.write(self._line(record))
+            self._file.flush()
+        except OSError as exc:  # a cut line is skipped when read back; --resume drops lines past its checkpoint
+            raise OutputWriteError.from_os_error(exc, self.path, "the checkpoints written so far are kept") from exc
 
     def append(self, record: dict[str, Any]) -> None:
         self.history.append(record)
