@@ -24,6 +24,7 @@ checkpoints), never Tune's pickled experiment state.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from typing import Any, Callable, Sequence
 
 from offlinerl.algorithms.config_io import ConfigError, parse_override
 from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
 
 __all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]
 
@@ -288,16 +290,22 @@ def run_sweep(
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the trials of ``spec`` in ``sweep_dir`` (new), or with ``spec=None`` those of the sweep already there
-    that have no ``result.json`` yet; write the summary. Returns ``summarize``'s dict plus ``failed``."""
+    that have no ``result.json`` yet; write the summary. Returns ``summarize``'s dict plus ``failed`` (the trials
+    without a result) and ``invalid`` (trial -> why its dataset failed validation: those were not run).
+
+    Before any trial starts, each pending trial's dataset is validated (unless ``skip_validation``); a resumed
+    ``sweep_dir`` holding a symbolic link to outside it is a ``RunDirError`` before anything is written.
+    """
     from ray import tune
 
     from offlinerl.algorithms.pipeline import load_pipeline
-    from offlinerl.episodes.validate import require_valid
+    from offlinerl.algorithms.run_dir import resolve_resumed
     from offlinerl.ray_utils import init_ray
 
     root = Path(sweep_dir)
     new = spec is not None
-    if not new:
+    if not new:  # a handed-over sweep directory: nothing in it may lead outside (before anything is written)
+        resolve_resumed(root, "sweep directory")
         spec = SweepSpec.from_file(root / SWEEP_FILE)
     elif root.exists() and (not root.is_dir() or any(root.iterdir())):
         hint = "; to continue that sweep use --resume" if (root / SWEEP_FILE).is_file() else ""
@@ -305,20 +313,32 @@ def run_sweep(
     cwd = os.getcwd()
     os.chdir(spec.workdir)  # the pipeline's relative paths, as the trials will see them
     try:  # every trial's config is valid before anything is written (a wrong key or value: ConfigError)
-        configs = [load_pipeline(spec.pipeline, t.overrides) for t in spec.trials]
+        configs = {t.name: load_pipeline(spec.pipeline, t.overrides) for t in spec.trials}
     finally:
         os.chdir(cwd)
-    if new:
-        root.mkdir(parents=True, exist_ok=True)
-        (root / SWEEP_FILE).write_text(spec.to_json())
-    (root / TRIALS).mkdir(exist_ok=True)
+    datasets = {name: _absolute(pipeline.dataset, spec.workdir) for name, (pipeline, _) in configs.items()}
+    if new:  # never /, home or the current directory, the pipeline or a dataset, nor inside a dataset or checkpoint
+        check_output_place(root, inputs=[spec.pipeline, *datasets.values()])
+    try:
+        if new:
+            root.mkdir(parents=True, exist_ok=True)
+            replace_file(root / SWEEP_FILE, spec.to_json())
+        (root / TRIALS).mkdir(exist_ok=True)
+    except OutputWriteError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError.from_os_error(exc, root, "no trial was started") from exc
     pending = [t for t in spec.trials if not (root / TRIALS / t.name / "result.json").is_file()]
     init_ray(address)
+    invalid: dict[str, str] = {}
+    if pending and not skip_validation:  # each trial's own dataset, before any trial starts (the trials skip it)
+        for name, (line, report) in _invalid_datasets({t.name: datasets[t.name] for t in pending}).items():
+            _append_log(root / TRIALS / f"{name}.log", f"offlinerl sweep: trial {name} not run: {report}\n")
+            log(f"trial {name}: not run: {line}")
+            invalid[name] = line
+        pending = [t for t in pending if t.name not in invalid]
     if pending:
-        dataset = configs[0][0].dataset
-        if not skip_validation:  # once for all trials (which then skip it)
-            require_valid(dataset if Path(dataset).is_absolute() else Path(spec.workdir) / dataset)
-        concurrent = max_concurrent or default_max_concurrent(configs[0][1], cpus_per_trial)
+        concurrent = max_concurrent or default_max_concurrent(configs[pending[0].name][1], cpus_per_trial)
         log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run, {concurrent} at a time, "
             f"{cpus_per_trial:g} CPU each (Ray cluster: {_cluster_cpus():g} CPUs)")
         params = [{"name": t.name, "overrides": t.overrides, "pipeline": spec.pipeline, "workdir": spec.workdir,
@@ -342,7 +362,38 @@ def run_sweep(
         tuner.fit()
     summary = summarize(root, spec)
     summary["failed"] = [t.name for t in spec.trials if not (root / TRIALS / t.name / "result.json").is_file()]
+    summary["invalid"] = invalid
     return summary
+
+
+def _absolute(dataset: str, workdir: str) -> Path:
+    return Path(dataset) if Path(dataset).is_absolute() else Path(workdir) / dataset
+
+
+def _invalid_datasets(datasets: dict[str, Path]) -> dict[str, tuple[str, str]]:
+    """Validate each trial's dataset as ``offlinerl train`` does (each distinct one once); trial name -> (the
+    first problem in one line, the validator's report) for the trials whose dataset has errors."""
+    from offlinerl.episodes.validate import InvalidDatasetError, require_valid
+
+    found: dict[Path, tuple[str, str] | None] = {}
+    for path in dict.fromkeys(datasets.values()):
+        try:
+            require_valid(path)
+            found[path] = None
+        except InvalidDatasetError as exc:
+            first = next(iter(exc.report.failed), None)
+            example = f": {first.examples[0].where()}: {first.examples[0].detail}" if first and first.examples else ""
+            line = f"{path} failed validation ({first.name}{example})" if first else str(exc).splitlines()[0]
+            found[path] = (line, str(exc))
+    return {name: found[path] for name, path in datasets.items() if found[path] is not None}
+
+
+def _append_log(path: Path, text: str) -> None:
+    try:
+        with path.open("a") as f:
+            f.write(text)
+    except OSError as exc:
+        raise OutputWriteError.from_os_error(exc, path, "the trials that ran are kept") from exc
 
 
 def resume_sweep(sweep_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
@@ -413,7 +464,7 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
         rows.append((out, row["curves"]))
     table = [r for r, _ in rows]
     _write_csv(root / "summary.csv", table)
-    (root / "summary.md").write_text(_markdown(table, list(spec.grid)))
+    replace_file(root / "summary.md", _markdown(table, list(spec.grid)))
     _plot(root / "sweep.png", rows, list(spec.grid), Path(spec.pipeline).stem)
     best = max((r for r in table if r["final_eval_return_mean"] is not None),
                key=lambda r: r["final_eval_return_mean"], default=None)
@@ -422,7 +473,7 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
         attempts = root / TRIALS / f"{t.name}.json"
         nodes[t.name] = [a["node"] for a in json.loads(attempts.read_text())["attempts"]] if attempts.is_file() else []
     out = {"rows": table, "best": best, "keys": list(spec.grid), "trial_nodes": nodes, "sweep_dir": str(root)}
-    (root / "summary.json").write_text(json.dumps(to_finite_json(out), indent=2) + "\n")
+    replace_file(root / "summary.json", json.dumps(to_finite_json(out), indent=2) + "\n")
     return out
 
 
@@ -441,11 +492,12 @@ def _eval_curve(path: Path) -> list[tuple[float, float]]:
 
 
 def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["trials"])
-        writer.writeheader()
-        for row in table:
-            writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in row.items()})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(table[0]) if table else ["trials"])
+    writer.writeheader()
+    for row in table:
+        writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in row.items()})
+    replace_file(path, text.getvalue())
 
 
 def _fmt(mean: float | None, std: float | None) -> str:
@@ -490,5 +542,7 @@ def _plot(path: Path, rows: list[tuple[dict[str, Any], list[list[tuple[float, fl
     if ax.lines:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=90)
     plt.close(fig)
+    replace_file(path, png.getvalue())

@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a pipeline value in every trial, e.g. stop.updates=2000 (repeatable)")
     p.add_argument("--output", "-o", help="sweep directory to create (default: sweeps/<pipeline>-<UTC time>)")
-    p.add_argument("--resume", metavar="SWEEP_DIR", help="continue the interrupted sweep in SWEEP_DIR")
+    p.add_argument("--resume", metavar="SWEEP_DIR",
+                   help="continue the interrupted sweep in SWEEP_DIR (refused, before anything is written, if a "
+                   "symbolic link in it points outside it)")
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="trials at once (default: what the cluster's CPUs hold, one CPU per trial for its data)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0, metavar="C",
@@ -46,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_address_option(p)
     p.add_argument("--no-progress", action="store_true", help="no line per finished trial")
     p.add_argument("--skip-validation", action="store_true",
-                   help="do not validate the dataset first (by default the sweep validates it once, and a dataset "
-                   "with errors stops the sweep before any trial starts)")
+                   help="do not validate the datasets first (by default the sweep validates each trial's dataset, "
+                   "each distinct one once, before any trial starts; a trial whose dataset has errors is not run "
+                   "and counts as failed)")
     p.set_defaults(func=run)
 
 
@@ -98,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"best final return: {best['final_eval_return_mean']:.1f} at "
               + (", ".join(f"{k}={best[k]}" for k in summary["keys"]) or "the pipeline's settings"))
     print(f"sweep directory: {root}  (summary.csv, summary.md, sweep.png, trials/)")
+    for name, why in summary["invalid"].items():
+        print(f"offlinerl sweep: trial {name} not run: {why}", file=sys.stderr)
     if summary["failed"]:
         print(f"offlinerl sweep: {len(summary['failed'])} trial(s) failed: {', '.join(summary['failed'])} (their "
               f"logs: {root / 'trials'}/<name>.log); continue with  offlinerl sweep --resume {root}", file=sys.stderr)
