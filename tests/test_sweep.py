@@ -111,9 +111,9 @@ def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_on
                    "evaluation": {"episodes": 2, "interval": 2}},
         "stop": {"iterations": 8}, "checkpoint_interval": 1}))
     sweep = tmp_path / "sweep"
-    # Two spellings of the same learning rate: the two trials are the same job, so the one killed and resumed
-    # must end exactly like the one that ran through.
-    argv = ["sweep", str(pipeline), "--grid", "config.lr=1e-3,0.001", "--max-concurrent", "1", "-o", str(sweep)]
+    # Two spellings of the same learning rate (a quoted string the config reads as a number, and the number):
+    # the two trials are the same job, so the one killed and resumed must end exactly like the one that ran through.
+    argv = ["sweep", str(pipeline), "--grid", "config.lr='1e-3',0.001", "--max-concurrent", "1", "-o", str(sweep)]
     first = sweep / "trials" / "000_lr-1e-3"
     kill_once_written(argv, first / "checkpoints" / "iter-000003")
     assert not (first / "result.json").exists()

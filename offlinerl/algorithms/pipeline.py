@@ -21,6 +21,7 @@ itself is the one job loop, ``offlinerl.algorithms.job.run_job`` (shared with
 
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.algorithms.run_dir import RESUME_OVERRIDABLE, new_run_dir, read_run
 from offlinerl.algorithms.selection import check_selection, format_selection, select_checkpoint
+from offlinerl.episodes.atomic import replace_file
 from offlinerl.episodes.validate import require_schema, require_valid
 
 __all__ = ["StopConfig", "Pipeline", "load_pipeline", "load_run", "run_pipeline", "RUN_FILES", "NonFiniteLossError",
@@ -124,8 +126,10 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
     axes[1].set(xlabel="gradient updates", ylabel="loss", title="losses")
     axes[1].legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=90)
     plt.close(fig)
+    replace_file(path, image.getvalue())  # never a half-written PNG
 
 
 def load_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[Pipeline, Any, Path]:

@@ -16,6 +16,7 @@ sweeps that did not finish) and re-summarised like any sweep.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -29,6 +30,7 @@ import yaml
 from offlinerl.algorithms.config_io import ConfigError
 from offlinerl.algorithms.guards import to_finite_json
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
+from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.settings_file import plain_json
 from offlinerl.trusted import allow_env_packages
@@ -94,6 +96,8 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
         spec = BenchmarkSpec(**plain_json((root / BENCHMARK_FILE).read_text())["spec"])
     elif root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise FileExistsError(f"{root} exists and is not empty; choose another --output, or --resume it")
+    else:  # never /, home or the current directory, nor inside a dataset or checkpoint
+        check_output_place(root)
     suite = get_suite(spec.suite)
     entries = [suite.dataset(name) for name in spec.datasets]
     packages = sorted({d.env_package for d in entries if d.env_package})
@@ -102,7 +106,7 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
     root.mkdir(parents=True, exist_ok=True)
     paths = {d.name: str(d.materialize(Path(data_dir) if data_dir else root / "data", spec.size, log=log).resolve())
              for d in entries}
-    (root / BENCHMARK_FILE).write_text(json.dumps({"spec": asdict(spec), "datasets": paths}, indent=2) + "\n")
+    replace_file(root / BENCHMARK_FILE, json.dumps({"spec": asdict(spec), "datasets": paths}, indent=2) + "\n")
     started = time.time()
     for d in entries:
         for algorithm in spec.algorithms:
@@ -195,9 +199,9 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
                "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
                "train_time_s": round(sum(c["train_time_s"] for c in cells.values()), 1),
                "runs": sum(len(c["runs"]) for c in cells.values())}
-    (root / "scores.json").write_text(json.dumps(to_finite_json(summary), indent=2) + "\n")
+    replace_file(root / "scores.json", json.dumps(to_finite_json(summary), indent=2) + "\n")
     _write_csv(root / "scores.csv", cells)
-    (root / "scores.md").write_text(scores_markdown(summary))
+    replace_file(root / "scores.md", scores_markdown(summary))
     _plot(root / "curves.png", summary)
     return summary
 
@@ -242,11 +246,12 @@ def scores_markdown(summary: dict[str, Any]) -> str:
 
 def _write_csv(path: Path, cells: dict[str, dict[str, Any]]) -> None:
     keys = ["dataset", "algorithm", "final_mean", "final_std", "best_mean", "published", "updates", "train_time_s"]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys + ["runs"])
-        writer.writeheader()
-        for cell in cells.values():
-            writer.writerow({**{k: cell[k] for k in keys}, "runs": len(cell["runs"])})
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=keys + ["runs"])
+    writer.writeheader()
+    for cell in cells.values():
+        writer.writerow({**{k: cell[k] for k in keys}, "runs": len(cell["runs"])})
+    replace_file(path, text.getvalue())
 
 
 def _plot(path: Path, summary: dict[str, Any]) -> None:
@@ -274,5 +279,7 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=100)
     plt.close(fig)
+    replace_file(path, image.getvalue())

@@ -47,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_stats(stats, max_dims=args.max_dims))
     if args.plot:
-        out = plot_stats(stats, args.plot)
+        try:
+            out = plot_stats(stats, args.plot)
+        except StatsError as exc:  # a refused output (the dataset, a file inside it) or a failed write
+            print(f"offlinerl inspect: --plot {exc}", file=sys.stderr)
+            return 2
         print(f"wrote {out}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -164,8 +164,13 @@ def run_conversion(command: str, convert: Callable[[], ConversionReport], usage_
                    allow_quarantine: bool) -> int:
     """How a converter command ends: ``convert()``, then ``finish``; one of ``usage_errors`` (what this
     converter raises for bad arguments, inputs or outputs) is one line on stderr and ``EXIT_USAGE``."""
+    from offlinerl.episodes.atomic import OutputWriteError
+
     try:
         report = convert()
+    except OutputWriteError as exc:  # a read-only or full disk: nothing half-written was left
+        print(f"offlinerl convert {command}: error: {exc}", file=sys.stderr)
+        return 1
     except usage_errors as exc:
         print(f"offlinerl convert {command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
