@@ -41,6 +41,7 @@ from typing import Any, Callable, Sequence
 from offlinerl.algorithms.config_io import ConfigError, parse_override
 from offlinerl.algorithms.guards import to_finite_json
 from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
+from offlinerl.settings_file import plain_json
 
 __all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]
 
@@ -87,7 +88,7 @@ class SweepSpec:
     @classmethod
     def from_file(cls, path: Path) -> "SweepSpec":
         try:
-            data = json.loads(path.read_text())
+            data = plain_json(path.read_text())
             trials = [Trial(**t) for t in data.pop("trials")]
             spec = cls(**data, trials=trials)
         except (OSError, ValueError, TypeError, KeyError) as exc:

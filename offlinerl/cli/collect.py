@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from offlinerl.cli.common import overwrite_help
+from offlinerl.cli.common import add_env_kwargs_option, overwrite_help
 
 __all__ = ["register"]
 
@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "validated once written. action_logp / action_dist_inputs are stored when the policy provides them.",
     )
     parser.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1")
+    add_env_kwargs_option(parser)
     parser.add_argument("--policy", default="random", help="'random' or the path of a training checkpoint")
     parser.add_argument("--episodes", type=int, required=True, help="number of complete episodes to record")
     parser.add_argument("-o", "--output", required=True, help="dataset directory to create")
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             env=args.env, output=args.output, num_episodes=args.episodes, policy=args.policy,
             max_episode_steps=args.max_episode_steps, num_env_runners=args.num_env_runners,
             num_envs=args.num_envs, explore=not args.greedy, epsilon=args.epsilon, seed=args.seed,
-            overwrite=args.overwrite,
+            overwrite=args.overwrite, env_kwargs=args.env_kwargs or {},
         )
         check_output(config.output, config.overwrite, kind="dataset", inputs=config.inputs)  # before any work
     except (ValueError, OutputExistsError) as exc:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         from offlinerl.env.env_check import EnvMismatchError
 
         try:
-            policy, connectors, info = checkpoint_policy(config.policy, env=config.env)
+            policy, connectors, info = checkpoint_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs)
         except (CheckpointError, EnvMismatchError) as exc:  # a bad --policy: exit 1, as evaluate and finetune
             print(f"offlinerl collect: {exc}")
             return 1

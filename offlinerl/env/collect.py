@@ -14,6 +14,7 @@ from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, PolicyFactory, random_policy_factory
 from offlinerl.env.env_runner_group import EnvRunnerGroup
 from offlinerl.env.evaluation import episode_metrics
+from offlinerl.trusted import env_spec_of
 
 __all__ = ["CollectConfig", "collect", "check_collected_dataset", "env_spec_json"]
 
@@ -69,16 +70,18 @@ class CollectConfig:
         )
 
 
-def env_spec_json(env_id: str, **kwargs: Any) -> dict[str, Any] | None:
-    """The registered ``EnvSpec`` of ``env_id`` as a JSON object (None if it does not serialise)."""
-    import gymnasium as gym
+def env_spec_json(env_id: str, env_kwargs: dict[str, Any] | None = None, *,
+                  max_episode_steps: int | None = None) -> dict[str, Any] | None:
+    """The registered ``EnvSpec`` of ``env_id`` with the task's ``env_kwargs`` and time limit, as a JSON object
+    (None if it does not serialise): what training and evaluation later rebuild the task from."""
+    from dataclasses import replace
 
     try:
-        spec = gym.spec(env_id)
-        if kwargs.get("max_episode_steps") is not None:
-            from dataclasses import replace
-
-            spec = replace(spec, max_episode_steps=kwargs["max_episode_steps"])
+        spec = env_spec_of(env_id, explicit=True)
+        kwargs = dict(env_kwargs or {})
+        steps = kwargs.pop("max_episode_steps", None) if max_episode_steps is None else max_episode_steps
+        spec = replace(spec, kwargs={**spec.kwargs, **kwargs},
+                       max_episode_steps=spec.max_episode_steps if steps is None else steps)
         return json.loads(spec.to_json())
     except Exception:  # noqa: BLE001 - a spec with a callable entry point does not serialise; it is optional
         return None
@@ -153,7 +156,7 @@ def collect(
             episodes(), config.output,
             observation_space=group.observation_space, action_space=group.action_space,
             env_id=config.env,
-            env_spec=env_spec_json(config.env, max_episode_steps=config.max_episode_steps),
+            env_spec=env_spec_json(config.env, config.env_kwargs, max_episode_steps=config.max_episode_steps),
             provenance=provenance,
             overwrite=config.overwrite,
             inputs=config.inputs,
