@@ -1,7 +1,7 @@
 """Connectors: small callables over column batches, one concern each.
 
 - learner side (episode rows -> train batch): ``AddTransitions``,
-  ``AddNextObservations``, ``ComputeReturnsToGo``, ``AddExtraColumns``;
+  ``AddNextObservations``, ``AddNextActions``, ``ComputeReturnsToGo``, ``AddExtraColumns``;
 - both sides (same class, same state): ``FlattenObservations``, ``NormalizeObservations``;
 - module to env: ``ActionsToEnv``.
 
@@ -13,7 +13,8 @@ Pipelines are assembled in one place, ``connectors/pipelines.py``:
 from offlinerl.connectors.common import FlattenObservations, NormalizeObservations, RunningMeanStd
 from offlinerl.connectors.connector import ConnectorPipeline, ConnectorStateError, ConnectorV2
 from offlinerl.connectors.episode_columns import EpisodeColumns
-from offlinerl.connectors.learner import AddExtraColumns, AddNextObservations, AddTransitions, ComputeReturnsToGo
+from offlinerl.connectors.learner import (AddExtraColumns, AddNextActions, AddNextObservations, AddTransitions,
+                                         ComputeReturnsToGo)
 from offlinerl.connectors.module_to_env import ActionsToEnv
 from offlinerl.connectors.pipelines import (ObservationConnectors, env_to_module_pipeline, learner_pipeline,
                                             module_to_env_pipeline, observation_connectors, transition_connectors)
@@ -21,6 +22,7 @@ from offlinerl.connectors.pipelines import (ObservationConnectors, env_to_module
 __all__ = [
     "ActionsToEnv",
     "AddExtraColumns",
+    "AddNextActions",
     "AddNextObservations",
     "AddTransitions",
     "ComputeReturnsToGo",

@@ -20,7 +20,7 @@ from offlinerl.core import columns as C
 from offlinerl.discount import segment_discounted_cumsum
 from offlinerl.episodes.arrow import batch_map
 
-__all__ = ["AddTransitions", "AddNextObservations", "ComputeReturnsToGo", "AddExtraColumns"]
+__all__ = ["AddTransitions", "AddNextObservations", "AddNextActions", "ComputeReturnsToGo", "AddExtraColumns"]
 
 
 def _need(episodes: Any, who: str) -> EpisodeColumns:
@@ -63,6 +63,24 @@ class AddNextObservations(ConnectorV2):
         ep = _need(episodes, self.name)
         idx = ep.obs_index() + 1
         batch[C.NEXT_OBS] = batch_map(lambda a: a[idx], ep.obs)
+        return batch
+
+
+class AddNextActions(ConnectorV2):
+    """``NEXT_ACTIONS``: the data's action after each step (``actions[t+1]`` of the same row), and
+    ``HAS_NEXT_ACTIONS``: 0.0 on a row's last step, which has none (``NEXT_ACTIONS`` repeats its own
+    action there), 1.0 elsewhere.
+
+    A row's last step is an episode's end or, for a chunk of a longer episode (online experience), the
+    chunk's: the mask says so, so chunks need not be joined first.
+    """
+
+    def __call__(self, batch: Batch, episodes: Any = None, state: dict | None = None) -> Batch:
+        ep = _need(episodes, self.name)
+        last = ep.last_step_mask()
+        idx = np.arange(ep.num_steps, dtype=np.int64) + (~last)  # the next step, or the step itself at a row's end
+        batch[C.NEXT_ACTIONS] = _actions(ep.actions, None)[idx]
+        batch[C.HAS_NEXT_ACTIONS] = (~last).astype(np.float32)
         return batch
 
 

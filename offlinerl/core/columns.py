@@ -7,6 +7,9 @@ Shapes (B = batch size):
 
 - ``OBS``, ``NEXT_OBS``: ``[B, obs_dim]`` float32, flattened and (if configured) normalised.
 - ``ACTIONS``: ``[B]`` int64 for Discrete spaces, ``[B, act_dim]`` float32 for Box, in env units.
+- ``NEXT_ACTIONS``: like ``ACTIONS``, the data's action at ``NEXT_OBS`` (the next step of the same row);
+  ``HAS_NEXT_ACTIONS`` ``[B]`` float32 is 0.0 where the row ends there (no such action: ``NEXT_ACTIONS``
+  repeats ``ACTIONS``), 1.0 elsewhere.
 - ``REWARDS``, ``TERMINATEDS``, ``TRUNCATEDS``, ``RETURNS_TO_GO``: ``[B]`` float32.
   ``TERMINATEDS`` = 1.0 means "no bootstrap"; a truncated step still bootstraps from ``NEXT_OBS``.
   ``RETURNS_TO_GO`` is discounted within the episode row, without bootstrapping.
@@ -20,6 +23,8 @@ __all__ = [
     "OBS",
     "NEXT_OBS",
     "ACTIONS",
+    "NEXT_ACTIONS",
+    "HAS_NEXT_ACTIONS",
     "REWARDS",
     "TERMINATEDS",
     "TRUNCATEDS",
@@ -37,6 +42,8 @@ __all__ = [
 OBS = "obs"
 NEXT_OBS = "next_obs"
 ACTIONS = "actions"
+NEXT_ACTIONS = "next_actions"
+HAS_NEXT_ACTIONS = "has_next_actions"
 REWARDS = "rewards"
 TERMINATEDS = "terminateds"
 TRUNCATEDS = "truncateds"

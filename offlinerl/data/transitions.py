@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,14 +17,16 @@ from offlinerl.episodes import parquet_files, read_info
 __all__ = ["load_transitions"]
 
 
-def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
-    """Every transition of the dataset (obs, actions, rewards, next obs, flags) as arrays, and the
-    env-side observation pipeline that gives evaluation the same preprocessing."""
+def load_transitions(path: str | Path, normalize: bool,
+                     config: Any = None) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
+    """Every transition of the dataset (obs, actions, rewards, next obs, flags; and the columns
+    ``config.learner_connectors`` adds, if a config is given) as arrays, and the env-side observation
+    pipeline that gives evaluation the same preprocessing."""
     info = read_info(path)
     table = pa.concat_tables([pq.read_table(f) for f in parquet_files(path)])
     episodes = EpisodeColumns.from_arrow(table, info.observation_space, info.action_space)
     observations = observation_connectors(info.observation_space, normalize)
-    arrays = learner_pipeline(observations, info.action_space, normalize=False)({}, episodes)
+    arrays = learner_pipeline(observations, info.action_space, config, normalize=False)({}, episodes)
     if normalize:
         observations.normalize.fit(arrays[C.OBS])
         arrays = observations.normalize(arrays)
