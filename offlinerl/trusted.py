@@ -6,9 +6,11 @@ datasets, checkpoints - therefore never choose a module to import. A name is tru
 
 - gymnasium's registry (a plain id such as ``CartPole-v1``: whatever registered it was imported by
   trusted code),
-- the user's allow-list of env packages: ``--env-package NAME`` on the command line (repeatable) or
-  ``OFFLINERL_ENV_PACKAGES`` (comma-separated); allow-listed packages are imported before an env is
-  made, so the envs they register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
+- the user's allow-list of env packages: ``--env-package NAME`` on the command line (repeatable),
+  ``OFFLINERL_ENV_PACKAGES`` (comma-separated), or ``env_packages: [NAME, ...]`` in the user's own settings
+  file (``~/.config/offlinerl/settings.yaml``, or the file ``OFFLINERL_SETTINGS`` names) - never a file the
+  user may have been handed; allow-listed packages are imported before an env is made, so the envs they
+  register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
 - an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
 
 Class names read from checkpoints are looked up in a registry table (``offlinerl.algorithms.checkpoint``),
@@ -20,15 +22,19 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 __all__ = [
-    "ENV_PACKAGES_VAR", "MAX_ENV_ID_CHARS", "UntrustedNameError", "allowed_env_packages", "allow_env_packages",
+    "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "user_settings_file", "UntrustedNameError",
+    "allowed_env_packages", "allow_env_packages",
     "import_env_packages", "env_id_problem", "check_env_id", "check_class_name", "make_env", "env_spec_of",
 ]
 
 #: Environment variable holding the allow-list of env packages (comma- or space-separated module names).
 ENV_PACKAGES_VAR = "OFFLINERL_ENV_PACKAGES"
+#: Environment variable naming the user's settings file (default ``~/.config/offlinerl/settings.yaml``).
+SETTINGS_VAR = "OFFLINERL_SETTINGS"
 #: Longest env id accepted from anywhere (gymnasium ids are a few dozen characters).
 MAX_ENV_ID_CHARS = 200
 
@@ -45,9 +51,29 @@ def _split(text: str) -> list[str]:
     return [p for p in re.split(r"[,\s]+", text) if p]
 
 
+def user_settings_file() -> Path:
+    """The user's own settings file: ``$OFFLINERL_SETTINGS``, else ``~/.config/offlinerl/settings.yaml``."""
+    return Path(os.environ.get(SETTINGS_VAR) or Path.home() / ".config" / "offlinerl" / "settings.yaml")
+
+
+def _settings_packages() -> list[str]:
+    path = user_settings_file()
+    if not path.is_file():
+        return []
+    from offlinerl.settings_file import SettingsFileError, read_settings
+
+    try:
+        packages = read_settings(path, "settings files").get("env_packages", [])
+    except SettingsFileError as exc:
+        raise UntrustedNameError(f"your settings file {exc}") from None
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        raise UntrustedNameError(f"{path}: env_packages must be a list of module names, got {packages!r}")
+    return packages
+
+
 def allowed_env_packages() -> frozenset[str]:
-    """The allow-list: the module names in ``OFFLINERL_ENV_PACKAGES``."""
-    return frozenset(_split(os.environ.get(ENV_PACKAGES_VAR, "")))
+    """The allow-list: the module names in ``OFFLINERL_ENV_PACKAGES`` and the user's settings file."""
+    return frozenset(_split(os.environ.get(ENV_PACKAGES_VAR, ""))) | frozenset(_settings_packages())
 
 
 def allow_env_packages(names: Iterable[str]) -> frozenset[str]:

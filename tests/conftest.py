@@ -24,6 +24,8 @@ def pytest_configure(config):
     # Records of validated datasets (offlinerl.episodes.validated) go to a directory of this session, not ~/.cache:
     # every session starts validating from scratch, and CLI subprocesses inherit the setting.
     os.environ.setdefault("OFFLINERL_CACHE_DIR", tempfile.mkdtemp(prefix="offlinerl-cache-"))
+    # Not the user's own settings file (its env-package allow-list): tests that need one name their own.
+    os.environ.setdefault("OFFLINERL_SETTINGS", os.path.join(tempfile.gettempdir(), "offlinerl-no-settings.yaml"))
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
 
 #: Higher imports lower, never the reverse; equal layers do not import each other.
 LAYERS: dict[str, int] = {
-    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0, "trusted": 0,
-    "episodes": 1,
+    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0,
+    "episodes": 1, "trusted": 1,
     "core": 2,
     "connectors": 3,
     "data": 4, "env": 4, "convert": 4,

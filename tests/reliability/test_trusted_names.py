@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from offlinerl.cli import main
-from offlinerl.trusted import ENV_PACKAGES_VAR, UntrustedNameError, allow_env_packages, check_env_id, env_id_problem
+from offlinerl.trusted import ENV_PACKAGES_VAR, SETTINGS_VAR, UntrustedNameError, allow_env_packages, check_env_id, env_id_problem
 from tests.datagen import make_dataset
 
 SPEC = {"episode_id": "episode", "step": "t", "observation": ["x0", "x1", "x2", "x3"], "action": "a",
@@ -97,6 +97,18 @@ def test_the_rule_allows_registry_ids_allow_listed_packages_and_explicit_ids(mon
         allow_env_packages(["os; rm -rf /"])
     with pytest.raises(UntrustedNameError):
         check_env_id("pkgother:Foo-v0")
+
+
+def test_the_users_own_settings_file_allows_packages(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_PACKAGES_VAR, "")
+    settings = tmp_path / "settings.yaml"
+    monkeypatch.setenv(SETTINGS_VAR, str(settings))
+    assert env_id_problem("mine:Foo-v0") is not None
+    settings.write_text("env_packages: [mine, other.sub]\n")
+    assert env_id_problem("mine:Foo-v0") is None and env_id_problem("other.sub:Foo-v0") is None
+    settings.write_text("env_packages: mine\n")
+    with pytest.raises(UntrustedNameError, match="env_packages must be a list"):
+        env_id_problem("mine:Foo-v0")
 
 
 # ---------------------------------------------------------------- env ids in files
