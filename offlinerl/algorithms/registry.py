@@ -18,6 +18,7 @@ KNOWN_PACKAGES = {
     "cql": "offlinerl.algorithms.cql",
     "iql": "offlinerl.algorithms.iql",
     "td3bc": "offlinerl.algorithms.td3bc",
+    "rebrac": "offlinerl.algorithms.rebrac",
 }
 
 _REGISTRY: dict[str, "AlgorithmSpec"] = {}

@@ -38,6 +38,7 @@ BOX = gym.spaces.Box(np.array([-2.0, -1.0], np.float32), np.array([2.0, 0.5], np
 CASES = {
     "box-cql": (gym.spaces.Box(-5.0, 5.0, (3,), np.float32), BOX, "cql", True),
     "box-td3bc": (gym.spaces.Box(-5.0, 5.0, (3,), np.float32), BOX, "td3bc", True),
+    "box-rebrac": (gym.spaces.Box(-5.0, 5.0, (3,), np.float32), BOX, "rebrac", True),
     "discrete-bc": (gym.spaces.Discrete(5, start=-2), DISCRETE, "bc", True),
     "dict-cql": (gym.spaces.Dict({
         "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
