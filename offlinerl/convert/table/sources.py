@@ -13,7 +13,7 @@ An error is ``"reason\\tmessage"``; :mod:`offlinerl.convert.table.rows` types th
 - **Size** (``DecodeLimits``, ``--max-value-bytes``): a CSV cell or JSON line longer than ``max_value_bytes``,
   ``too_large`` (a long JSON line is skipped in chunks, never held whole). A parquet file is sized from its
   footer before a row is read (fixed-width values × width; dictionary-encoded text by reading its dictionaries
-  and indices only): a file whose spec columns would decode to more than
+  and indices only; :mod:`offlinerl.episodes.parquet_size`): a file whose spec columns would decode to more than
   ``max(max_value_bytes, max_expansion × the file's size)`` is refused whole (``too_large``, level ``file``).
   Parquet rows are then read row group by row group, in blocks.
 
@@ -30,15 +30,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert.limits import MAX_JSON_DEPTH, TOO_LARGE, DecodeLimits, ValueTooLargeError, json_too_deep
 from offlinerl.convert.samplebatch.files import FileRange, LongLine, iter_range_lines
+from offlinerl.episodes.parquet_size import check_parquet_size
 
-__all__ = ["CellError", "LongInteger", "load_json", "bad_text", "read_records", "parquet_decoded_bytes",
-           "BAD_ENCODING", "TOO_DEEP", "OUT_OF_RANGE"]
+__all__ = ["CellError", "LongInteger", "load_json", "bad_text", "read_records", "BAD_ENCODING", "TOO_DEEP",
+           "OUT_OF_RANGE"]
 
 #: Quarantine reasons given here.
 BAD_ENCODING, TOO_DEEP, OUT_OF_RANGE = "bad_encoding", "too_deep", "number_out_of_range"
@@ -47,8 +46,6 @@ BLOCK_ROWS = 4096
 _BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _SAVE_AS_UTF8 = "the file must be UTF-8: save or export it as UTF-8"
-#: Bytes per value in Arrow of each parquet physical type (byte arrays: the offset; their text is counted apart).
-_WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12, "BYTE_ARRAY": 4}
 
 
 class CellError(ValueError):
@@ -198,69 +195,12 @@ def _json_line(n: int, line: bytes) -> Record:
     return n, row, raw, f"{BAD_ENCODING}\t{broken}" if broken else None
 
 
-def _leaves(pf: pq.ParquetFile, columns: tuple[str, ...]) -> list[int]:
-    """Indices of the parquet leaf columns under the top-level ``columns``."""
-    schema = pf.metadata.schema
-    return [i for i in range(len(schema)) if schema.column(i).path.split(".")[0] in columns]
-
-
-def parquet_decoded_bytes(pf: pq.ParquetFile, row_group: int, columns: tuple[str, ...]) -> tuple[int, list[str]]:
-    """From the footer: about the most bytes the leaves of ``columns`` in one row group decode to in Arrow
-    (each leaf: the larger of its uncompressed pages and values × width, 4 more per value when repeated),
-    text values of dictionary-encoded leaves excepted; and the paths of those leaves (their text is
-    :func:`_dictionary_text_bytes`)."""
-    schema, group = pf.metadata.schema, pf.metadata.row_group(row_group)
-    total, dictionary = 0, []
-    for i in _leaves(pf, columns):
-        leaf, chunk = schema.column(i), group.column(i)
-        kind = leaf.physical_type
-        width = leaf.length if kind == "FIXED_LEN_BYTE_ARRAY" else _WIDTH.get(kind, 8)
-        width += 4 if leaf.max_repetition_level else 0
-        total += max(chunk.total_uncompressed_size, chunk.num_values * width)
-        if kind == "BYTE_ARRAY" and chunk.has_dictionary_page:
-            dictionary.append(leaf.path)
-    return total, dictionary
-
-
-def _text_bytes(array: pa.Array) -> int:
-    """Bytes the dictionary-encoded text leaves of ``array`` hold once expanded (what each value refers to)."""
-    if isinstance(array, pa.DictionaryArray):
-        lengths = pc.binary_length(array.dictionary) if len(array.dictionary) else pa.array([], pa.int32())
-        return int(pc.sum(pc.take(lengths, array.indices)).as_py() or 0) if len(array) else 0
-    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
-        return _text_bytes(array.flatten())
-    if isinstance(array, pa.StructArray):
-        return sum(_text_bytes(array.field(i)) for i in range(array.type.num_fields))
-    return 0
-
-
-def _dictionary_text_bytes(path: str, row_group: int, paths: list[str]) -> int:
-    """Read the dictionary-encoded text leaves of one row group as dictionaries (their values once, and one
-    index per value: no more than the footer estimate) and count what they expand to."""
-    tops = list(dict.fromkeys(p.split(".")[0] for p in paths))
-    table = pq.ParquetFile(path, read_dictionary=paths).read_row_group(row_group, columns=tops)
-    return sum(_text_bytes(chunk) for column in table.columns for chunk in column.chunks)
-
-
 def _check_parquet_size(pf: pq.ParquetFile, path: str, columns: tuple[str, ...], limits: DecodeLimits) -> None:
     """Refuse the file (:class:`CellError` ``too_large``) if its spec columns decode to more than its budget:
-    the footer's sizes of every row group first, then the text of dictionary-encoded leaves."""
-    budget = limits.budget(os.path.getsize(path))
-    meta = pf.metadata
-    groups = meta.num_row_groups
-
-    def what(g: int) -> str:
-        return (f"row group {g + 1} of {groups} ({meta.row_group(g).num_rows:,} of the file's {meta.num_rows:,} "
-                f"rows; columns {', '.join(columns)})")
-
+    the footer's sizes of every row group first, then the text of dictionary-encoded leaves
+    (:func:`offlinerl.episodes.parquet_size.check_parquet_size`)."""
     try:
-        sized = [parquet_decoded_bytes(pf, g, columns) for g in range(groups)]
-        for g, (nbytes, _) in enumerate(sized):
-            budget.charge_many(nbytes, what(g), record="file")
-        for g, (_, paths) in enumerate(sized):
-            if paths:
-                budget.charge_many(_dictionary_text_bytes(path, g, paths), f"the text values of {what(g)}",
-                                   record="file")
+        check_parquet_size(path, columns, budget=limits.budget(os.path.getsize(path)), pf=pf)
     except ValueTooLargeError as exc:
         raise CellError(TOO_LARGE, str(exc)) from None
 
