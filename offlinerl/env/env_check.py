@@ -76,7 +76,9 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
     except UntrustedNameError as exc:
         raise EnvMismatchError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"
-        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        hint = ("; if a package registers it (PointMaze ids: gymnasium_robotics), allow that package with "
+                "--env-package NAME") if type(exc).__name__ in ("NameNotFound", "NamespaceNotFound") else ""
+        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}{hint}") from None
     try:
         problems = [p for p in (space_mismatch(observation_space, env.observation_space, "observation space"),
                                 space_mismatch(action_space, env.action_space, "action space")) if p]
