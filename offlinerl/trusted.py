@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping
 
 __all__ = [
     "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "user_settings_file", "UntrustedNameError",
-    "allowed_env_packages", "allow_env_packages",
+    "allowed_env_packages", "allow_env_packages", "split_packages",
     "import_env_packages", "env_id_problem", "check_env_id", "check_class_name", "make_env", "env_spec_of",
 ]
 
@@ -47,8 +47,9 @@ class UntrustedNameError(ValueError):
     """A name read from a file would import a module nobody allowed, or is not a usable name at all."""
 
 
-def _split(text: str) -> list[str]:
-    return [p for p in re.split(r"[,\s]+", text) if p]
+def split_packages(text: str | None) -> list[str]:
+    """The module names of an allow-list text (comma- or space-separated)."""
+    return [p for p in re.split(r"[,\s]+", text or "") if p]
 
 
 def user_settings_file() -> Path:
@@ -73,7 +74,7 @@ def _settings_packages() -> list[str]:
 
 def allowed_env_packages() -> frozenset[str]:
     """The allow-list: the module names in ``OFFLINERL_ENV_PACKAGES`` and the user's settings file."""
-    return frozenset(_split(os.environ.get(ENV_PACKAGES_VAR, ""))) | frozenset(_settings_packages())
+    return frozenset(split_packages(os.environ.get(ENV_PACKAGES_VAR, ""))) | frozenset(_settings_packages())
 
 
 def allow_env_packages(names: Iterable[str]) -> frozenset[str]:

@@ -42,6 +42,7 @@ from offlinerl.algorithms.config_io import ConfigError, parse_override
 from offlinerl.algorithms.guards import to_finite_json
 from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
 from offlinerl.settings_file import plain_json
+from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages
 
 __all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]
 
@@ -218,6 +219,8 @@ def trial_trainable(config: dict[str, Any]) -> None:
     result_file = run / "result.json"
     if not result_file.is_file():
         env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+        if spec.get("env_packages"):
+            env[ENV_PACKAGES_VAR] = ",".join(sorted({*spec["env_packages"], *split_packages(env.get(ENV_PACKAGES_VAR))}))
         command = _trial_command(spec, run)
         attempt = {"node": ray.get_runtime_context().get_node_id(), "command": command[1:], "exit": None}
         _record_attempt(run, attempt)
@@ -342,8 +345,11 @@ def run_sweep(
         concurrent = max_concurrent or default_max_concurrent(configs[pending[0].name][1], cpus_per_trial)
         log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run, {concurrent} at a time, "
             f"{cpus_per_trial:g} CPU each (Ray cluster: {_cluster_cpus():g} CPUs)")
+        # The env packages this process trusts (its --env-package, environment and settings file; never sweep.json)
+        # go to the trials explicitly: Ray's workers may have started before the allow-list was set.
+        packages = sorted(allowed_env_packages())
         params = [{"name": t.name, "overrides": t.overrides, "pipeline": spec.pipeline, "workdir": spec.workdir,
-                   "run_dir": str((root / TRIALS / t.name).resolve())} for t in pending]
+                   "run_dir": str((root / TRIALS / t.name).resolve()), "env_packages": packages} for t in pending]
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")

@@ -63,3 +63,25 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
     (tmp_path / "full" / "x").write_text("x")
     assert main(["benchmark", "classic", "-o", str(tmp_path / "full")]) == 1
     assert "exists and is not empty" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_the_maze_suite_runs_at_tiny_size_on_its_recorded_task(tmp_path, capsys, monkeypatch):
+    from offlinerl.trusted import ENV_PACKAGES_VAR
+
+    monkeypatch.setenv(ENV_PACKAGES_VAR, "")  # the suite allows gymnasium_robotics itself; restored afterwards
+    out = tmp_path / "maze"
+    code = main(["benchmark", "maze2d", "--datasets", "pointmaze-umaze", "--size", "tiny", "--algorithms", "bc",
+                 "--seeds", "0", "--updates", "20", "--eval-episodes", "1", "-o", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "| pointmaze-umaze |" in captured.out and "[0.4]" in captured.out  # CORL's maze2d-umaze BC: 0.36
+    assert "| published family mean | 1.1 |" in captured.out
+    cell = json.loads((out / "scores.json").read_text())["cells"]["pointmaze-umaze/bc"]
+    assert len(cell["runs"]) == 1 and cell["anchors"][1] > cell["anchors"][0]
+    run = out / "sweeps" / "pointmaze-umaze-bc" / "trials" / cell["runs"][0]["trial"]
+    meta = json.loads((run / "checkpoints" / "final" / "algorithm.json").read_text())
+    assert meta["env_id"] == "PointMaze_UMaze-v3"
+    assert meta["env_kwargs"]["max_episode_steps"] == 300 and meta["env_kwargs"]["reset_target"] is False
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["eval/length_mean"] == 300  # the evaluation task's time limit, from the recorded spec
