@@ -11,18 +11,18 @@ that this loop and the Ray path (Algorithm + LearnerGroup) compute identical los
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from examples import reference_td3bc
+from examples.reference_td3bc import make_optimizers
 from offlinerl.algorithms.rebrac import ReBRACConfig, ReBRACRLModule, actor_loss, critic_loss
 from offlinerl.connectors import ConnectorPipeline
-from offlinerl.core import columns as C
 from offlinerl.data import transitions
-from offlinerl.env.evaluation import evaluate_module
-from offlinerl.episodes import read_info
+
+__all__ = ["load_transitions", "make_optimizers", "update", "main"]
 
 
 def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
@@ -30,58 +30,15 @@ def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.nd
     return transitions.load_transitions(path, normalize, ReBRACConfig())
 
 
-def make_optimizers(module: ReBRACRLModule, cfg: ReBRACConfig) -> dict[str, torch.optim.Optimizer]:
-    return {"actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr),
-            "critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr)}
-
-
-def _step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, retain: bool) -> None:
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    for p, g in zip(params, torch.autograd.grad(loss, params, retain_graph=retain)):
-        p.grad = g
-    optimizer.step()
-
-
 def update(module: ReBRACRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
            cfg: ReBRACConfig, update_index: int) -> dict[str, torch.Tensor]:
-    noise = torch.randn_like(batch[C.ACTIONS])  # target policy smoothing
-    critic = critic_loss(batch, module, cfg, noise)
-    if (update_index + 1) % cfg.policy_freq:  # critic-only update: the actor's optimizer does not step
-        _step(optimizers["critic"], critic.losses["critic"], retain=False)
-        return {**critic.losses, **critic.metrics}
-    actor = actor_loss(batch, module, cfg)
-    actor_grads = torch.autograd.grad(actor.losses["actor"], list(module.policy_parameters()), retain_graph=True)
-    _step(optimizers["critic"], critic.losses["critic"], retain=False)  # both gradients before any weight moves
-    for p, g in zip(module.policy_parameters(), actor_grads):
-        p.grad = g
-    optimizers["actor"].step()
-    module.sync_target_networks(cfg.tau)
-    return {k: v.detach() for k, v in {**critic.losses, **actor.losses, **critic.metrics, **actor.metrics}.items()}
+    """TD3+BC's update (critics every step, the actor and targets every ``policy_freq``-th) with ReBRAC's losses."""
+    return reference_td3bc.update(module, optimizers, batch, cfg, update_index, losses=(critic_loss, actor_loss))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("dataset")
-    parser.add_argument("--updates", type=int, default=3000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-episodes", type=int, default=10)
-    args = parser.parse_args()
-
-    cfg = ReBRACConfig(seed=args.seed, normalize_observations=True)
-    torch.manual_seed(cfg.seed)
-    info = read_info(args.dataset)
-    arrays, env_to_module = load_transitions(args.dataset, cfg.normalize_observations)
-    data = {k: torch.as_tensor(v) for k, v in arrays.items()}
-    module = ReBRACRLModule(info.observation_space, info.action_space, cfg.module_config())
-    optimizers = make_optimizers(module, cfg)
-    n = len(data[C.OBS])
-    for i in range(args.updates):
-        idx = torch.randint(n, (cfg.train_batch_size,))
-        metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, i)
-        if (i + 1) % 1000 == 0:
-            print(i + 1, {k: round(float(v), 3) for k, v in metrics.items()})
-    result = evaluate_module(module, info.env_id, env_to_module, episodes=args.eval_episodes, seed=cfg.evaluation.seed)
-    print(f"return {result['eval/return_mean']:.1f} ± {result['eval/return_std']:.1f}")
+    reference_td3bc.main(ReBRACConfig, ReBRACRLModule, (critic_loss, actor_loss), default_updates=3000,
+                         description=__doc__)
 
 
 if __name__ == "__main__":

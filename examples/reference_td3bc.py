@@ -35,13 +35,15 @@ def _step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, retain: bool) ->
 
 
 def update(module: TD3BCRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
-           cfg: TD3BCConfig, update_index: int) -> dict[str, torch.Tensor]:
+           cfg: TD3BCConfig, update_index: int, *, losses: tuple = (critic_loss, actor_loss)) -> dict[str, torch.Tensor]:
+    """One update; ``losses`` = (critic loss, actor loss) of the TD3 family (ReBRAC passes its own)."""
+    critic_fn, actor_fn = losses
     noise = torch.randn_like(batch[C.ACTIONS])  # target policy smoothing
-    critic = critic_loss(batch, module, cfg, noise)
+    critic = critic_fn(batch, module, cfg, noise)
     if (update_index + 1) % cfg.policy_freq:  # critic-only update: the actor's optimizer does not step
         _step(optimizers["critic"], critic.losses["critic"], retain=False)
         return {**critic.losses, **critic.metrics}
-    actor = actor_loss(batch, module, cfg)
+    actor = actor_fn(batch, module, cfg)
     actor_grads = torch.autograd.grad(actor.losses["actor"], list(module.policy_parameters()), retain_graph=True)
     _step(optimizers["critic"], critic.losses["critic"], retain=False)  # both gradients before any weight moves
     for p, g in zip(module.policy_parameters(), actor_grads):
@@ -51,25 +53,27 @@ def update(module: TD3BCRLModule, optimizers: dict[str, torch.optim.Optimizer], 
     return {k: v.detach() for k, v in {**critic.losses, **actor.losses, **critic.metrics, **actor.metrics}.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(config_cls: type = TD3BCConfig, module_cls: type = TD3BCRLModule, losses: tuple = (critic_loss, actor_loss),
+         default_updates: int = 5000, description: str = __doc__) -> None:
+    """The command line: train on a dataset, then evaluate (the TD3 family's loop; ReBRAC's script reuses it)."""
+    parser = argparse.ArgumentParser(description=description.split("\n")[0])
     parser.add_argument("dataset")
-    parser.add_argument("--updates", type=int, default=5000)
+    parser.add_argument("--updates", type=int, default=default_updates)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args()
 
-    cfg = TD3BCConfig(seed=args.seed, normalize_observations=True)
+    cfg = config_cls(seed=args.seed, normalize_observations=True)
     torch.manual_seed(cfg.seed)
     info = read_info(args.dataset)
-    arrays, env_to_module = load_transitions(args.dataset, cfg.normalize_observations)
+    arrays, env_to_module = load_transitions(args.dataset, cfg.normalize_observations, cfg)
     data = {k: torch.as_tensor(v) for k, v in arrays.items()}
-    module = TD3BCRLModule(info.observation_space, info.action_space, cfg.module_config())
+    module = module_cls(info.observation_space, info.action_space, cfg.module_config())
     optimizers = make_optimizers(module, cfg)
     n = len(data[C.OBS])
     for i in range(args.updates):
         idx = torch.randint(n, (cfg.train_batch_size,))
-        metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, i)
+        metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, i, losses=losses)
         if (i + 1) % 1000 == 0:
             print(i + 1, {k: round(float(v), 3) for k, v in metrics.items()})
     result = evaluate_module(module, info.env_id, env_to_module, episodes=args.eval_episodes, seed=cfg.evaluation.seed)
