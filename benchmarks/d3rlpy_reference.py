@@ -124,7 +124,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from offlinerl.algorithms.config_io import apply_overrides, load_file  # noqa: E402
+from offlinerl.config_io import apply_overrides, load_file  # noqa: E402
 from offlinerl.algorithms.registry import get_algorithm  # noqa: E402
 from offlinerl.scoring import score_for_dataset  # noqa: E402
 

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
 LAYERS: dict[str, int] = {
     "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0,
     "episodes": 1, "trusted": 1,
-    "core": 2,
+    "core": 2, "config_io": 2,
     "connectors": 3,
     "data": 4, "env": 4, "convert": 4,
     "algorithms": 5,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.sweep import SweepSpec, parse_grid, plan_trials, summarize
 from offlinerl.cli import main
 from tests.datagen import make_dataset

@@ -38,7 +38,7 @@ import numpy as np
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
 from offlinerl.algorithms.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
                                              load_checkpoint, write_checkpoint)
-from offlinerl.algorithms.config_io import merge, to_dict
+from offlinerl.config_io import merge, to_dict
 from offlinerl.algorithms.online.config import OnlineConfig
 from offlinerl.algorithms.online.experience import OnlineExperience
 from offlinerl.algorithms.online.gate import PolicyGate

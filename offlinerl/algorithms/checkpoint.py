@@ -56,7 +56,7 @@ import gymnasium as gym
 import torch
 from torch.overrides import TorchFunctionMode
 
-from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.config_io import to_finite_json
 from offlinerl.settings_file import plain_json
 from offlinerl.core import columns as C
 from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
@@ -548,7 +548,7 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
 
     A ``Checkpoint`` already loaded is returned as it is, so callers can pass either.
     """
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.registry import get_algorithm
 
     if isinstance(path, Checkpoint):

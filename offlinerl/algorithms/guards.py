@@ -14,18 +14,9 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["NonFiniteLossError", "check_losses", "metrics_json", "to_finite_json"]
+from offlinerl.config_io import to_finite_json
 
-
-def to_finite_json(value: Any) -> Any:
-    """``value`` with every NaN or infinite float (in nested dicts and lists too) replaced by ``None``."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: to_finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_finite_json(v) for v in value]
-    return value
+__all__ = ["NonFiniteLossError", "check_losses", "metrics_json"]
 
 
 def metrics_json(metrics: Mapping[str, Any]) -> str:

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from offlinerl.algorithms.config_io import ConfigError
-from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, to_finite_json
+from offlinerl.config_io import ConfigError
+from offlinerl.algorithms.guards import NonFiniteLossError, check_losses
+from offlinerl.config_io import to_finite_json
 from offlinerl.algorithms.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.episodes.atomic import replace_file
 

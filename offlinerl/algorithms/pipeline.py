@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
+from offlinerl.config_io import ConfigError, apply_overrides, from_dict, load_file, to_dict
 from offlinerl.algorithms.guards import NonFiniteLossError
 from offlinerl.algorithms.job import Progress, StopConfig, run_job, write_result
 from offlinerl.algorithms.registry import get_algorithm

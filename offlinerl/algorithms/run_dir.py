@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError
-from offlinerl.algorithms.config_io import ConfigError, apply_overrides, load_file
+from offlinerl.config_io import ConfigError, apply_overrides, load_file
 from offlinerl.algorithms.guards import metrics_json
 from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
 

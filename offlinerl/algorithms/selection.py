@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.run_dir import list_checkpoints
 
 __all__ = ["check_selection", "select_checkpoint", "format_selection"]

@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from offlinerl.algorithms.config_io import ConfigError, parse_override
-from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.config_io import ConfigError, parse_override
+from offlinerl.config_io import to_finite_json
 from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
 from offlinerl.settings_file import plain_json
 from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages

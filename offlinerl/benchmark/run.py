@@ -27,8 +27,8 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from offlinerl.algorithms.config_io import ConfigError
-from offlinerl.algorithms.guards import to_finite_json
+from offlinerl.config_io import ConfigError
+from offlinerl.config_io import to_finite_json
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score

@@ -50,7 +50,7 @@ def _list(text: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.registry import algorithm_names
     from offlinerl.benchmark.run import BenchmarkSpec, run_benchmark
     from offlinerl.benchmark.suites import get_suite

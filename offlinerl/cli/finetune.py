@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from offlinerl.algorithms.checkpoint import CheckpointError
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.guards import NonFiniteLossError
     from offlinerl.algorithms.online.config import load_finetune_pipeline, load_finetune_run
     from offlinerl.algorithms.online.finetune import run_finetune

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
 
     if (args.pipeline is None) == (args.resume is None):

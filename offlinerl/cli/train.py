@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.algorithms.checkpoint import CheckpointError
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.pipeline import NonFiniteLossError, load_pipeline, load_run, run_pipeline
     from offlinerl.ray_utils import quiet_ray_data
 

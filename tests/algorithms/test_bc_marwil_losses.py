@@ -65,7 +65,7 @@ def test_actor_loss_gives_no_value_gradient():
 
 
 def test_config_validation_names_the_field():
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
 
     with pytest.raises(ConfigError, match="beta"):
         MARWILConfig(beta=-1.0)

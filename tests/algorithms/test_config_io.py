@@ -6,7 +6,7 @@ import json
 import pytest
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.algorithms.config_io import apply_overrides, parse_override
+from offlinerl.config_io import apply_overrides, parse_override
 from offlinerl.algorithms.marwil import MARWILConfig
 
 
@@ -14,7 +14,8 @@ def test_every_field_has_a_docstring():
     import ast
     import inspect
 
-    from offlinerl.algorithms.algorithm_config import DataConfig, EvaluationConfig, ModelConfig
+    from offlinerl.algorithms.algorithm_config import EvaluationConfig, ModelConfig
+    from offlinerl.data.config import DataConfig
     from offlinerl.algorithms.bc import BCConfig
 
     for cls in (AlgorithmConfig, ModelConfig, DataConfig, EvaluationConfig, BCConfig, MARWILConfig):
@@ -60,7 +61,7 @@ def test_overrides():
 
 
 def test_merge_keeps_what_nested_overrides_do_not_name():
-    from offlinerl.algorithms.config_io import merge
+    from offlinerl.config_io import merge
 
     base = {"lr": 1e-3, "evaluation": {"episodes": 20, "seed": 7, "env_kwargs": {"g": 9.8}}, "model": {"hidden": [8]}}
     out = merge(base, {"evaluation": {"episodes": 50, "env_kwargs": {"m": 2}}, "model": None, "beta": 3})

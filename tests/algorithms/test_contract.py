@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.evaluate import evaluate_checkpoint
 from offlinerl.algorithms.registry import algorithm_names, get_algorithm
 from tests.datagen import make_dataset

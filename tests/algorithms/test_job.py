@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.guards import NonFiniteLossError
 from offlinerl.algorithms.job import StopConfig, run_job, write_result
 from offlinerl.algorithms.pipeline import StopConfig as PipelineStopConfig

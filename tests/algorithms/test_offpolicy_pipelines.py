@@ -44,7 +44,7 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
     stays within the budget the benchmark reports."""
     import gymnasium as gym
 
-    from offlinerl.algorithms.config_io import merge, to_dict
+    from offlinerl.config_io import merge, to_dict
     from offlinerl.algorithms.online.config import load_finetune_pipeline
     from offlinerl.episodes.info import read_info
 

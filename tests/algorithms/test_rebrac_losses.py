@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.rebrac import ReBRACConfig, ReBRACLearner, ReBRACRLModule
 from offlinerl.algorithms.rebrac import losses as L
 from offlinerl.connectors import AddNextActions, AddTransitions, ConnectorPipeline, EpisodeColumns

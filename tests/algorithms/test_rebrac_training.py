@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.rebrac import ReBRACConfig
 from offlinerl.core import columns as C
 from tests.datagen import make_dataset

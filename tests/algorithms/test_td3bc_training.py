@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.config_io import ConfigError
+from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.td3bc import TD3BCConfig
 from offlinerl.cli import main
 from tests.datagen import make_dataset

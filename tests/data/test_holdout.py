@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from offlinerl.algorithms.algorithm_config import ConfigError, DataConfig, HoldoutConfig
+from offlinerl.config_io import ConfigError
+from offlinerl.data.config import DataConfig, HoldoutConfig
 from offlinerl.algorithms.marwil import MARWILConfig
 from offlinerl.algorithms.ope.data import load_ope_episodes
 from offlinerl.core import columns as C

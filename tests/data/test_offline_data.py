@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm_config import DataConfig
+from offlinerl.data.config import DataConfig
 from offlinerl.algorithms.marwil import MARWILConfig
 from offlinerl.core import columns as C
 from offlinerl.data import InMemorySource, OfflineData

@@ -95,7 +95,7 @@ def test_close_episodes_marks_unfinished_recordings_truncated():
 
 
 def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
-    from offlinerl.algorithms.config_io import ConfigError
+    from offlinerl.config_io import ConfigError
 
     path = tmp_path / "p.yaml"
     path.write_text("online: {env_steps_per_iteration: 10}\nstop: {iterations: 1}\n")

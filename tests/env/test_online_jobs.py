@@ -15,7 +15,7 @@ import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.checkpoint import load_checkpoint
-from offlinerl.algorithms.config_io import from_dict
+from offlinerl.config_io import from_dict
 from offlinerl.algorithms.iql import IQLConfig
 from offlinerl.algorithms.online.config import FinetunePipeline, OnlineConfig
 from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy

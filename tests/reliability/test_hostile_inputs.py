@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from offlinerl.algorithms.config_io import ConfigError, load_file
+from offlinerl.config_io import ConfigError, load_file
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits, ValueTooLargeError, lz4_decompress
 from offlinerl.convert.packing import PackedDecodeError, unpack
 from offlinerl.convert.rllib.msgpack import EpisodeStateError, decode_state, space_from_rllib

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.config_io import check
 
 __all__ = ["CQLConfig"]
 
@@ -61,15 +62,15 @@ class CQLConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
-        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
+        check(0.0 < self.tau <= 1.0, "tau", f"must lie in (0, 1], got {self.tau!r}")
+        check(self.reward_scale > 0, "reward_scale", f"must be > 0, got {self.reward_scale!r}")
         for name in ("actor_lr", "critic_lr", "alpha_lr", "cql_alpha_lr", "initial_alpha",
                      "initial_cql_alpha", "cql_temperature", "max_cql_alpha"):
-            _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
-        _check(self.cql_weight >= 0, "cql_weight", self.cql_weight, "must be >= 0")
-        _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
-        _check(self.num_sampled_actions >= 1, "num_sampled_actions", self.num_sampled_actions, "must be >= 1")
-        _check(self.bc_warmup_updates >= 0, "bc_warmup_updates", self.bc_warmup_updates, "must be >= 0")
+            check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
+        check(self.cql_weight >= 0, "cql_weight", f"must be >= 0, got {self.cql_weight!r}")
+        check(self.num_critics >= 1, "num_critics", f"must be >= 1, got {self.num_critics!r}")
+        check(self.num_sampled_actions >= 1, "num_sampled_actions", f"must be >= 1, got {self.num_sampled_actions!r}")
+        check(self.bc_warmup_updates >= 0, "bc_warmup_updates", f"must be >= 0, got {self.bc_warmup_updates!r}")
 
     def module_config(self) -> dict:
         return {**super().module_config(), "num_critics": self.num_critics}
@@ -79,8 +80,3 @@ class CQLConfig(AlgorithmConfig):
 
         episode = super().learner_connectors(observation_space, action_space)
         return [*episode, ComputeReturnsToGo(self.gamma)] if self.calibrated else episode
-
-
-def _check(ok: bool, field: str, value: object, rule: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field}: {rule}, got {value!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.config_io import check
 
 __all__ = ["IQLConfig"]
 
@@ -37,18 +38,13 @@ class IQLConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
-        _check(0.0 < self.expectile < 1.0, "expectile", self.expectile, "must lie in (0, 1)")
-        _check(self.reward_scale > 0, "reward_scale", self.reward_scale, "must be > 0")
+        check(0.0 < self.tau <= 1.0, "tau", f"must lie in (0, 1], got {self.tau!r}")
+        check(0.0 < self.expectile < 1.0, "expectile", f"must lie in (0, 1), got {self.expectile!r}")
+        check(self.reward_scale > 0, "reward_scale", f"must be > 0, got {self.reward_scale!r}")
         for name in ("actor_lr", "critic_lr", "value_lr", "max_weight"):
-            _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
-        _check(self.beta >= 0, "beta", self.beta, "must be >= 0")
-        _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
+            check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
+        check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta!r}")
+        check(self.num_critics >= 1, "num_critics", f"must be >= 1, got {self.num_critics!r}")
 
     def module_config(self) -> dict:
         return {**super().module_config(), "num_critics": self.num_critics, "value_head": True}
-
-
-def _check(ok: bool, field: str, value: object, rule: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field}: {rule}, got {value!r}")

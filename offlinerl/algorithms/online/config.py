@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offlinerl.algorithms.config_io import ConfigError, apply_overrides, from_dict, load_file
+from offlinerl.config_io import ConfigError, apply_overrides, from_dict, load_file
 from offlinerl.algorithms.job import StopConfig
 from offlinerl.algorithms.run_dir import read_run
 from offlinerl.data.replay import MIXING

@@ -24,7 +24,7 @@ import yaml
 
 from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.algorithms.checkpoint import CheckpointError, load_checkpoint
-from offlinerl.algorithms.config_io import ConfigError, to_dict
+from offlinerl.config_io import ConfigError, to_dict
 from offlinerl.algorithms.job import Progress, run_job, write_result
 from offlinerl.algorithms.online.config import FinetunePipeline
 from offlinerl.algorithms.online.recording import OnlineRecording, close_episodes

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.config_io import check
 
 __all__ = ["TD3BCConfig"]
 
@@ -42,13 +43,13 @@ class TD3BCConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(0.0 < self.tau <= 1.0, "tau", self.tau, "must lie in (0, 1]")
+        check(0.0 < self.tau <= 1.0, "tau", f"must lie in (0, 1], got {self.tau!r}")
         for name in ("reward_scale", "actor_lr", "critic_lr"):
-            _check(getattr(self, name) > 0, name, getattr(self, name), "must be > 0")
+            check(getattr(self, name) > 0, name, f"must be > 0, got {getattr(self, name)!r}")
         for name in ("alpha", "policy_noise", "noise_clip", "exploration_noise"):
-            _check(getattr(self, name) >= 0, name, getattr(self, name), "must be >= 0")
-        _check(self.num_critics >= 1, "num_critics", self.num_critics, "must be >= 1")
-        _check(self.policy_freq >= 1, "policy_freq", self.policy_freq, "must be >= 1")
+            check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)!r}")
+        check(self.num_critics >= 1, "num_critics", f"must be >= 1, got {self.num_critics!r}")
+        check(self.policy_freq >= 1, "policy_freq", f"must be >= 1, got {self.policy_freq!r}")
 
     def module_config(self) -> dict:
         return {**super().module_config(), "num_critics": self.num_critics, "exploration_noise": self.exploration_noise}
@@ -59,8 +60,3 @@ class TD3BCConfig(AlgorithmConfig):
             raise ConfigError(f"algorithm td3bc: TD3+BC needs continuous actions (a 1-D Box action space); this "
                               f"dataset's action space is {action_space}. For discrete actions use cql, iql, marwil or bc")
         return super().learner_connectors(observation_space, action_space)
-
-
-def _check(ok: bool, field: str, value: object, rule: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field}: {rule}, got {value!r}")

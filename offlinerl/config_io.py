@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from pathlib import Path
@@ -28,7 +29,8 @@ from offlinerl.settings_file import MAX_SETTINGS_BYTES, NestingError, SettingsFi
 from offlinerl.trusted import env_id_problem
 
 __all__ = [
-    "ConfigError", "from_dict", "to_dict", "load_file", "apply_overrides", "parse_override", "MAX_CONFIG_BYTES",
+    "ConfigError", "check", "from_dict", "to_dict", "to_finite_json", "load_file", "apply_overrides", "parse_override",
+    "merge", "MAX_CONFIG_BYTES",
 ]
 
 T = TypeVar("T")
@@ -42,6 +44,13 @@ _INT64 = 2**63 - 1
 
 class ConfigError(ValueError):
     """A config value, key or file that cannot be used; the message names the field."""
+
+
+def check(ok: bool, field_name: str, message: str) -> None:
+    """The one config check: ``ConfigError("<field_name>: <message>")`` unless ``ok`` (a config's
+    ``__post_init__`` calls it once per rule, e.g. ``check(self.lr > 0, "lr", f"must be positive, got {self.lr}")``)."""
+    if not ok:
+        raise ConfigError(f"{field_name}: {message}")
 
 
 def _coerce(value: Any, tp: Any, path: str) -> Any:
@@ -135,6 +144,18 @@ def to_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_dict(v) for k, v in obj.items()}
     return obj
+
+
+def to_finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float (in nested dicts and lists too) replaced by ``None``: what
+    strict JSON (``metrics.jsonl``, ``result.json``, ``algorithm.json``, summaries) can hold."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: to_finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_finite_json(v) for v in value]
+    return value
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
