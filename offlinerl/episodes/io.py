@@ -17,6 +17,7 @@ from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import OutputExistsError, atomic_directory
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, infer_extra_columns, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
+from offlinerl.episodes.parquet_size import ParquetTooLargeError, check_parquet_size
 
 __all__ = [
     "atomic_directory",
@@ -176,10 +177,19 @@ def read_dataset(path: str | Path, *, columns: Sequence[str] | None = None, **re
 
 
 def load_episodes(path: str | Path, *, reassemble: bool = True) -> list[SingleAgentEpisode]:
-    """Load every row of a (small) dataset as episodes; chunks are joined unless ``reassemble=False``."""
+    """Load every row of a (small) dataset as episodes; chunks are joined unless ``reassemble=False``.
+
+    Each file is sized first (:func:`~offlinerl.episodes.parquet_size.check_parquet_size`): one that would decode
+    to far more than it holds raises :class:`~offlinerl.episodes.parquet_size.ParquetTooLargeError` (a
+    ``ValueError`` naming the file and the sizes) before it is read.
+    """
     info = read_info(path)
     episodes: list[SingleAgentEpisode] = []
     for f in parquet_files(path):
+        try:
+            check_parquet_size(f)
+        except ParquetTooLargeError as exc:
+            raise exc.named() from None
         table = pq.read_table(f)
         episodes.extend(table_to_episodes(table, info.observation_space, info.action_space, info.extra_columns))
     if not reassemble:

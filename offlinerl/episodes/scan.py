@@ -2,11 +2,12 @@
 
 ``validate`` and ``inspect`` both read every row of a dataset that may be larger
 than memory. Each row group of each parquet file is one *unit* of work. The
-driver reads only the file footers (to plan the units, and to name a file whose
-footer is corrupt); a Ray Data ``map_batches`` task then streams the rows of
-its unit with pyarrow in small record batches and returns a small JSON payload
-(per-row bookkeeping tuples, counts, partial statistics). The driver merges the
-payloads as they arrive.
+driver reads only the file footers and text dictionaries (to plan the units, to
+name a file whose footer is corrupt, and to refuse one that would decode to far
+more than it holds: :mod:`offlinerl.episodes.parquet_size`); a Ray Data
+``map_batches`` task then streams the rows of its unit with pyarrow in small
+record batches and returns a small JSON payload (per-row bookkeeping tuples,
+counts, partial statistics). The driver merges the payloads as they arrive.
 
 Why units instead of ``ray.data.read_parquet``: a unit knows exactly which file
 and which row (within that file) each value came from, whatever block sizes
@@ -26,6 +27,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from offlinerl.episodes.parquet_size import ParquetTooLargeError, check_parquet_size
 
 __all__ = ["ScanUnit", "plan_units", "iter_unit_batches", "run_units", "READ_ERRORS"]
 
@@ -50,13 +53,24 @@ class ScanUnit:
     """Rows in this row group."""
 
 
-def plan_units(files: Sequence[str | Path]) -> tuple[list[ScanUnit], dict[str, str]]:
-    """Read the footers of ``files``: the units to scan, and ``{file: error}`` for unreadable ones."""
+def plan_units(files: Sequence[str | Path], *,
+               too_large: dict[str, str] | None = None) -> tuple[list[ScanUnit], dict[str, str]]:
+    """Read the footers of ``files``: the units to scan, and ``{file: error}`` for unreadable ones.
+
+    A file that would decode to far more than it holds (:func:`~offlinerl.episodes.parquet_size.check_parquet_size`
+    with the dataset files' :class:`~offlinerl.episodes.parquet_size.FileBudget`) gets no units either: its
+    message goes to ``too_large`` if given, else to the errors.
+    """
     units: list[ScanUnit] = []
     errors: dict[str, str] = {}
     for f in files:
         try:
-            meta = pq.read_metadata(str(f))
+            with pq.ParquetFile(str(f)) as pf:
+                meta = pf.metadata
+                check_parquet_size(f, pf=pf)
+        except ParquetTooLargeError as exc:
+            (errors if too_large is None else too_large)[str(f)] = str(exc)
+            continue
         except READ_ERRORS as exc:
             errors[str(f)] = _describe(exc)
             continue

@@ -9,7 +9,8 @@ validate. The checks, in report order:
 name          level    what it checks
 ============  =======  ==================================================================
 dataset_json  error    ``dataset.json`` exists, parses, known ``format_version``, valid spaces
-files         error    every ``*.parquet`` file can be read (a corrupt file is named)
+files         error    every ``*.parquet`` file can be read (a corrupt file is named), and none would decode to far
+                       more than it holds (``parquet_size.FileBudget``: a bomb is named and not read)
 schema        error    each file's columns and Arrow types match the spaces and extra columns
 lengths       error    per row: ``len(obs) == T+1``, per-step columns have T, T >= 1, no nulls
 flags         error    ``terminated`` and ``truncated`` are not both true
@@ -23,9 +24,10 @@ counts        error    ``num_episodes``/``num_steps``/``num_rows`` (and ``module
 
 Exit codes (:attr:`ValidationReport.exit_code`): 0 valid (warnings allowed),
 1 invalid (a check failed), 2 not readable (the path is not a directory, or a
-parquet file cannot be read at all: that file is named in the ``files`` check
-and the other files are still checked). :func:`require_valid` is the training
-preflight: it raises :class:`InvalidDatasetError` (the report) unless the exit code is 0.
+parquet file cannot be read at all, or would decode to far more than it holds:
+that file is named in the ``files`` check and the other files are still
+checked). :func:`require_valid` is the training preflight: it raises
+:class:`InvalidDatasetError` (the report) unless the exit code is 0.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ __all__ = ["CHECKS", "Example", "CheckResult", "InvalidDatasetError", "SchemaMis
 #: ``(name, severity, description)`` of every check, in report order.
 CHECKS = (
     ("dataset_json", "error", "dataset.json exists, parses, has a known format version and valid spaces"),
-    ("files", "error", "every parquet file is readable"),
+    ("files", "error", "every parquet file is readable and none would decode to far more than it holds"),
     ("schema", "error", "parquet schema matches the spaces (types, sizes, required columns, extras are lists)"),
     ("lengths", "error", "per row: len(obs) = T+1, per-step columns have T entries, T >= 1, no nulls"),
     ("flags", "error", "terminated and truncated not both true"),
@@ -283,11 +285,12 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
     files_check.unit = schema_check.unit = "files"
     if not files:
         files_check.fail(1, [Example(None, None, None, "no *.parquet files in the dataset directory")], limit)
-    units, unreadable = plan_units(files)
+    too_large: dict[str, str] = {}
+    units, unreadable = plan_units(files, too_large=too_large)
     columns: dict[str, tuple[list, list]] = {}
     schema_examples = []
     for f in files:
-        if str(f) in unreadable:
+        if str(f) in unreadable or str(f) in too_large:
             continue
         try:
             problems, typed, listed = _check_schema(pq.read_schema(f), expected)
@@ -320,14 +323,16 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
             per_check[c] = (count + payload["bad"][c], sorted(examples + new, key=_example_order)[:limit])
     for c, (count, examples) in per_check.items():
         report.check(c).fail(count, examples, limit)
-    if unreadable:
+    if unreadable or too_large:
         report.readable = False
-        files_check.fail(len(unreadable), [Example(Path(f).name, None, None, f"cannot be read as parquet: {e}")
-                                           for f, e in unreadable.items()], limit)
+        files_check.fail(len(unreadable) + len(too_large),
+                         [Example(Path(f).name, None, None, f"cannot be read as parquet: {e}")
+                          for f, e in unreadable.items()]
+                         + [Example(Path(f).name, None, None, e) for f, e in too_large.items()], limit)
     report.num_rows = len(rows)
     report.ray_nodes = sorted(n for n in nodes if n)
     _check_episodes(report, rows, limit)
-    if unreadable:  # rows of the unreadable files are unknown: gaps and counts cannot be judged
+    if unreadable or too_large:  # rows of the unread files are unknown: gaps and counts cannot be judged
         _skip(report.check("chunks"), "not every file is readable")
         _skip(report.check("counts"), "not every file is readable")
     else:

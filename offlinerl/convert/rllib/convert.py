@@ -9,7 +9,11 @@ Two layouts are detected from the first readable file:
 - ``episodes`` (``output_write_episodes=True``): one binary column ``item``
   holding a msgpack episode state per row. See :mod:`offlinerl.convert.rllib.chunks`.
 
-Both run as Ray Data jobs: read (file, row group) pieces with
+Every file is sized from its footer and dictionaries before a row is read
+(:func:`offlinerl.episodes.parquet_size.check_parquet_size`): one whose columns
+would decode to more than ``max(max_value_bytes, 64 × its size)`` is
+quarantined whole (``too_large``, level ``file``) and the others convert.
+Both layouts run as Ray Data jobs: read (file, row group) pieces with
 ``map_batches``, group rows by episode with ``groupby(...).map_groups``,
 materialise, then write atomically. Unreadable records are quarantined to
 ``OUT/_quarantine/records.jsonl`` and counted; exact re-writes of steps or
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -32,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.convert.rllib import chunks as rllib_chunks, columns as rllib_columns
-from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
+from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits, ValueTooLargeError
 from offlinerl.convert.packing import PackedDecodeError, unpack_any
 from offlinerl.convert.grouped import (
     BY_RECORDING, DUPLICATES, QUARANTINE, STATUS, STEPS, GroupSettings, sort_shuffle, write_grouped,
@@ -45,6 +50,7 @@ from offlinerl.convert.spaces import env_spaces
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
+from offlinerl.episodes.parquet_size import check_parquet_size
 
 __all__ = ["ConversionReport", "convert_rllib_parquet", "find_parquet_files", "detect_layout"]
 
@@ -88,7 +94,7 @@ def _first_chunk(files: Sequence[Path], limits: DecodeLimits, need_spaces: bool,
     """The first decodable episode record, with its recorded spaces if needed (to learn spaces and extra columns)."""
     seen, first_error = 0, None
     for f in files:
-        for raw in pq.read_table(f, columns=["item"]).column("item").to_pylist():
+        for raw in _items(f):
             seen += 1
             try:
                 state = decode_state(raw, limits)
@@ -100,6 +106,13 @@ def _first_chunk(files: Sequence[Path], limits: DecodeLimits, need_spaces: bool,
             if seen >= limit:
                 break
     raise ValueError(f"none of the first {seen} episode records could be decoded (first problem: {first_error})")
+
+
+def _items(path: Path):
+    """The ``item`` values of one file, read row group by row group in small blocks."""
+    with pq.ParquetFile(path) as pf:
+        for batch in pf.iter_batches(batch_size=64, columns=[rllib_chunks.ITEM_COLUMN]):
+            yield from batch.column(0).to_pylist()
 
 
 def _infer_column_spaces(files: Sequence[Path], limits: DecodeLimits) -> tuple[gym.Space, gym.Space, list[str]]:
@@ -137,7 +150,10 @@ def _max_action(batch: pa.Table) -> pa.Table:
     tops = []
     for path in batch.column("path").to_pylist():
         try:
-            tops.append(pc.max(pq.read_table(path, columns=["actions"]).column(0)).as_py())
+            with pq.ParquetFile(path) as pf:  # row group by row group
+                found = [pc.max(pf.read_row_group(g, columns=["actions"]).column(0)).as_py()
+                         for g in range(pf.metadata.num_row_groups)]
+            tops.append(max((x for x in found if x is not None), default=None))
         except (OSError, pa.ArrowException, KeyError):  # unreadable files are quarantined by the conversion
             tops.append(None)
     return pa.table({"max": pa.array(tops, pa.int64())})
@@ -154,12 +170,19 @@ class _Scan:
     quarantine: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _scan(files: Sequence[Path]) -> _Scan:
+def _scan(files: Sequence[Path], limits: DecodeLimits) -> _Scan:
+    """Footers first: each file's layout, and its size once decoded (a file over its budget is not read)."""
     scan = _Scan()
     for f in files:
         try:
-            meta = pq.ParquetFile(f).metadata
-            layout = detect_layout(meta.schema.to_arrow_schema())
+            with pq.ParquetFile(f) as pf:
+                meta = pf.metadata
+                layout = detect_layout(meta.schema.to_arrow_schema())
+                read = None if layout == "columns" else (rllib_chunks.ITEM_COLUMN,)  # what read_piece reads
+                check_parquet_size(f, read, budget=limits.budget(os.path.getsize(f)), pf=pf)
+        except ValueTooLargeError as exc:
+            scan.quarantine.append(record(str(f), None, "file", "too_large", str(exc)))
+            continue
         except (OSError, pa.ArrowException, ValueError) as exc:
             scan.quarantine.append(record(str(f), None, "file", "unreadable_file",
                                           f"unreadable file: {type(exc).__name__}: {exc}"))
@@ -239,13 +262,14 @@ def convert_rllib_parquet(
     items = [inputs] if isinstance(inputs, (str, Path)) else list(inputs)
     input_paths = [*files, *(Path(item) for item in items if Path(item).is_dir())]
     check_output(output, overwrite, kind="dataset", inputs=input_paths)
-    scan = _scan(files)
+    scan = _scan(files, limits)
     report = ConversionReport(
         source_format=f"RLlib new-stack parquet ({scan.layout} layout)",
         record_unit="step rows" if scan.layout == "columns" else "episode records",
         output=str(Path(output).resolve()), files=len(files), files_unreadable=len(scan.quarantine),
         records_read=scan.rows, details={"layout": scan.layout},
     )
+    report.notes += [f"file not read: {r['file']}: {r['reason']}: {r['message']}" for r in scan.quarantine]
     quarantine, readable, pieces = scan.quarantine, scan.readable, scan.pieces
     env_spec = None
     if observation_space is not None and action_space is not None:
