@@ -47,6 +47,7 @@ from offlinerl.episodes.checks import ROW_CHECKS, check_unit
 from offlinerl.episodes.info import INFO_FILE as S_INFO
 from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
 from offlinerl.episodes.io import parquet_files
+from offlinerl.episodes.parquet_size import ParquetTooLargeError, check_parquet_size
 from offlinerl.episodes.scan import READ_ERRORS, plan_units, run_units
 
 __all__ = ["CHECKS", "Example", "CheckResult", "InvalidDatasetError", "SchemaMismatchError", "ValidationReport",
@@ -386,6 +387,9 @@ def require_schema(path: str | Path) -> None:
     for f in files:
         try:
             problems = _check_schema(pq.read_schema(f), expected)[0]
+            check_parquet_size(f)  # a decompression bomb is refused here too, before any task reads it
+        except ParquetTooLargeError as exc:
+            raise SchemaMismatchError(f"{f}: {exc}") from None
         except READ_ERRORS as exc:
             raise SchemaMismatchError(f"{f}: unreadable parquet file: {type(exc).__name__}: {exc}") from None
         if problems:

@@ -229,3 +229,16 @@ def test_train_preflight_refuses_a_bomb_before_anything_runs(ray_session, tmp_pa
     assert "part-00002.parquet: the text values of row group 1 of 1 (100,000 of the file's 100,000 rows) would " \
            "decode to 2,000,000,000 bytes" in printed
     assert not (tmp_path / "run").exists()  # refused before the run directory was made
+
+
+def test_skip_validation_still_refuses_a_bomb(ray_session, tmp_path, capsys):
+    dataset = _dataset(tmp_path)
+    _episode_bomb(dataset / "part-00002.parquet")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"algorithm": "bc", "dataset": str(dataset), "stop": {"iterations": 1},
+                                   "config": {"updates_per_iteration": 2, "train_batch_size": 8, "model": {"hidden": [8]}}}))
+    with TreePeak() as bomb_mem:
+        code = main(["train", str(job), "--output", str(tmp_path / "run"), "--no-progress", "--skip-validation"])
+    printed = _no_traceback(capsys)
+    assert code == 1 and "part-00002.parquet" in printed and "would decode to 2,000,000,000 bytes" in printed
+    assert bomb_mem.peak < 1800 * MiB and not (tmp_path / "run").exists()
