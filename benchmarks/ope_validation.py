@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
-from offlinerl.algorithms.checkpoint import METADATA_FILE, class_path, write_checkpoint
-from offlinerl.algorithms.ope.fqe import FQEConfig
-from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+from offlinerl.training.checkpoint import METADATA_FILE, class_path, write_checkpoint
+from offlinerl.evaluation.ope.fqe import FQEConfig
+from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule
@@ -142,7 +142,7 @@ class Discounted(gym.Wrapper):
 
 def real_discounted_return(path: Path, env_id: str, episodes: int, seed: int) -> tuple[float, float, float]:
     """(mean discounted, its standard error, mean undiscounted) return of the deployed policy over seeded episodes."""
-    from offlinerl.algorithms.checkpoint import load_checkpoint
+    from offlinerl.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(path)
     module = ckpt.build_module()[C.DEFAULT_MODULE_ID].eval()

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def measure(algorithm: str, dataset: str, mode: str, learners: int, cpus: float, updates: int, rounds: int) -> dict:
-    from offlinerl.algorithms.algorithm import Algorithm
+    from offlinerl.training.algorithm import Algorithm
     from offlinerl.algorithms.registry import get_algorithm
 
     cfg = get_algorithm(algorithm).config_cls.from_dict({

@@ -35,18 +35,22 @@ T0 = time.time()
 marks = []
 def mark(name): marks.append((name, time.time() - T0))
 import offlinerl.cli.train  # the command's own imports (argparse, the command modules)
-from offlinerl.algorithms.pipeline import load_pipeline
-from offlinerl.algorithms.algorithm import Algorithm
+try:
+    from offlinerl.jobs.spec import load_job_spec
+    from offlinerl.training.algorithm import Algorithm
+except ImportError:  # a --baseline-code tree from before the jobs/ and training/ packages
+    from offlinerl.algorithms.pipeline import load_pipeline as load_job_spec
+    from offlinerl.algorithms.algorithm import Algorithm
 from offlinerl.episodes.validate import require_valid
 from offlinerl.ray_utils import init_ray, quiet_ray_data
 quiet_ray_data()
 mark("imports (torch, Ray, Ray Data, offlinerl)")
-pipeline, config = load_pipeline(sys.argv[1], sys.argv[2:])
+spec, config = load_job_spec(sys.argv[1], sys.argv[2:])
 init_ray()
 mark("init_ray (a local Ray)")
-require_valid(pipeline.dataset)
+require_valid(spec.dataset)
 mark("validation record")
-algo = Algorithm(pipeline.algorithm, config, pipeline.dataset, validate_data=False)
+algo = Algorithm(spec.algorithm, config, spec.dataset, validate_data=False)
 mark("Algorithm(): Ray Data read + learner build")
 algo.train()
 mark("first update")

@@ -159,7 +159,7 @@ def main() -> None:
     init_ray()
     logging.getLogger("ray.data").setLevel(logging.WARNING)
     ray_s = time.perf_counter() - t_start
-    from offlinerl.algorithms.algorithm import Algorithm
+    from offlinerl.training.algorithm import Algorithm
     from offlinerl.algorithms.registry import get_algorithm
 
     hidden = [256, 256]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig, BCLearner
 from offlinerl.algorithms.registry import register_algorithm
 from offlinerl.core import columns as C

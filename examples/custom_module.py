@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim

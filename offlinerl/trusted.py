@@ -13,7 +13,7 @@ datasets, checkpoints - therefore never choose a module to import. A name is tru
   register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
 - an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
 
-Class names read from checkpoints are looked up in a registry table (``offlinerl.algorithms.checkpoint``),
+Class names read from checkpoints are looked up in a registry table (``offlinerl.training.checkpoint``),
 never imported; :func:`check_class_name` is that lookup's message.
 """
 

@@ -1,5 +1,6 @@
-"""The import graph runs one way (``DESIGN.md``): cli → benchmark → algorithms → data / env → connectors → core →
-episodes, with convert → episodes beside them. Every ``offlinerl.*`` import, at the top of a module or
+"""The import graph runs one way (``DESIGN.md``): cli → benchmark → jobs → evaluation / export → training →
+algorithms → data / env / convert → connectors → core / config_io → episodes / trusted → the plain modules
+(ops, discount, scoring, settings_file, ray_utils). Every ``offlinerl.*`` import, at the top of a module or
 inside a function, is checked: a package may import only packages of a lower layer.
 """
 
@@ -18,9 +19,12 @@ LAYERS: dict[str, int] = {
     "connectors": 3,
     "data": 4, "env": 4, "convert": 4,
     "algorithms": 5,
-    "benchmark": 6,
-    "cli": 7,
-    "__main__": 8,
+    "training": 6,
+    "evaluation": 7, "export": 7,
+    "jobs": 8,
+    "benchmark": 9,
+    "cli": 10,
+    "__main__": 11,
 }
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AlgorithmConfig", "ModelConfig", "EvaluationConfig", "ConfigError"]
 
-#: Estimators ``evaluation.ope`` may name (``offlinerl.algorithms.ope.run.METHODS``, which a test keeps equal).
+#: Estimators ``evaluation.ope`` may name (``offlinerl.evaluation.ope.run.METHODS``, which a test keeps equal).
 OPE_METHODS = ("fqe", "is", "wis", "pdis", "dr")
 
 

@@ -87,7 +87,7 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                   log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run ``spec`` into the new directory ``out`` (or, with ``spec=None``, continue the run in ``out``), then
     write and return the summary (:func:`summarize_benchmark`)."""
-    from offlinerl.algorithms.sweep import SWEEP_FILE, SweepSpec, plan_trials, resume_sweep, run_sweep
+    from offlinerl.jobs.sweep import SWEEP_FILE, SweepSpec, plan_trials, resume_sweep, run_sweep
 
     root = Path(out)
     if spec is None:

@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
         init_ray(args.address)
     factories: dict = {}
     if config.policy != "random":
-        from offlinerl.algorithms.checkpoint import CheckpointError
-        from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
+        from offlinerl.training.checkpoint import CheckpointError
+        from offlinerl.evaluation.acting import checkpoint_policy
         from offlinerl.env.env_check import EnvMismatchError
 
         try:

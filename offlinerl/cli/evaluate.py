@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offlinerl.algorithms.evaluate import evaluate_checkpoint
+    from offlinerl.evaluation.evaluate import evaluate_checkpoint
 
     if args.episodes is not None and args.episodes < 1:
         print("offlinerl evaluate: --episodes must be >= 1", file=sys.stderr)

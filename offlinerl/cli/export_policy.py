@@ -35,8 +35,8 @@ def register_policy(formats: argparse._SubParsersAction) -> None:
 
 def run_policy(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 bad checkpoint, missing optional dependency, export or write failure; 2 output refused."""
-    from offlinerl.algorithms.checkpoint import CheckpointError
-    from offlinerl.algorithms.export import ExportError, export_policy
+    from offlinerl.training.checkpoint import CheckpointError
+    from offlinerl.export import ExportError, export_policy
     from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError
 
     try:

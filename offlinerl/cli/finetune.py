@@ -54,11 +54,11 @@ def _usage(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
-    from offlinerl.algorithms.checkpoint import CheckpointError
+    from offlinerl.training.checkpoint import CheckpointError
     from offlinerl.config_io import ConfigError
-    from offlinerl.algorithms.guards import NonFiniteLossError
-    from offlinerl.algorithms.online.config import load_finetune_pipeline, load_finetune_run
-    from offlinerl.algorithms.online.finetune import run_finetune
+    from offlinerl.jobs.guards import NonFiniteLossError
+    from offlinerl.jobs.spec import load_finetune_run, load_finetune_spec
+    from offlinerl.jobs.finetune import run_finetune
     from offlinerl.episodes.atomic import OutputExistsError
     from offlinerl.ray_utils import quiet_ray_data
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             pipeline, checkpoint = load_finetune_run(args.resume, args.overrides)
         else:
-            pipeline, checkpoint = load_finetune_pipeline(args.pipeline, args.overrides, checkpoint=args.checkpoint), None
+            pipeline, checkpoint = load_finetune_spec(args.pipeline, args.overrides, checkpoint=args.checkpoint), None
             if args.record:
                 pipeline = dataclasses.replace(pipeline, record=args.record)
     except ConfigError as exc:

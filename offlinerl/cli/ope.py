@@ -63,8 +63,8 @@ def format_table(report: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 done; 1 bad inputs or a failed write; 2 bad options or a refused --out (nothing run)."""
     from offlinerl.data.config import HoldoutConfig
-    from offlinerl.algorithms.ope.fqe import FQEConfig
-    from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+    from offlinerl.evaluation.ope.fqe import FQEConfig
+    from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
     from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, check_output_file, write_file
     from offlinerl.episodes.validate import InvalidDatasetError
 

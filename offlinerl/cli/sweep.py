@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.config_io import ConfigError
-    from offlinerl.algorithms.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
+    from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
 
     if (args.pipeline is None) == (args.resume is None):
         print("offlinerl sweep: give a PIPELINE file, or --resume SWEEP_DIR (not both)", file=sys.stderr)

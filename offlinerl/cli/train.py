@@ -35,9 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from offlinerl.algorithms.checkpoint import CheckpointError
+    from offlinerl.training.checkpoint import CheckpointError
     from offlinerl.config_io import ConfigError
-    from offlinerl.algorithms.pipeline import NonFiniteLossError, load_pipeline, load_run, run_pipeline
+    from offlinerl.jobs.guards import NonFiniteLossError
+    from offlinerl.jobs.spec import load_job_run, load_job_spec
+    from offlinerl.jobs.train import run_train
     from offlinerl.ray_utils import quiet_ray_data
 
     if (args.pipeline is None) == (args.resume is None):
@@ -54,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
         args.overrides = [*args.overrides, f"config.evaluation.ope={args.select_by}"]
     try:
         if args.resume:
-            pipeline, config, checkpoint = load_run(args.resume, args.overrides)
+            pipeline, config, checkpoint = load_job_run(args.resume, args.overrides)
         else:
-            pipeline, config = load_pipeline(args.pipeline, args.overrides)
+            pipeline, config = load_job_spec(args.pipeline, args.overrides)
             checkpoint = None
     except ConfigError as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     quiet_ray_data()  # keep the progress bar readable
     try:
-        result = run_pipeline(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
+        result = run_train(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
                               address=args.address, progress=not args.no_progress,
                               skip_validation=args.skip_validation, started_at=STARTED_AT)
     except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:

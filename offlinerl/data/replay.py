@@ -10,7 +10,7 @@ The offline part of a mixed batch comes from the learner's own offline source:
 its in-memory arrays (sampled with the mixed source's generator, as before any
 other mode existed) or any batch source (streaming: the first rows of each of
 its batches). A checkpoint keeps the replay's counters and ring position here
-(``get_state``); its contents travel as episodes (``offlinerl.algorithms.checkpoint``)
+(``get_state``); its contents travel as episodes (``offlinerl.training.checkpoint``)
 and come back through ``set_state(state, columns)`` in the same ring slots.
 """
 

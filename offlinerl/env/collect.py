@@ -102,7 +102,7 @@ def collect(
 
     ``config.policy == "random"`` needs no factories; for a checkpoint, the
     caller passes the factories that rebuild its module and connectors (see
-    ``offlinerl.algorithms.online.checkpoint_policy``), and ``policy_info``
+    ``offlinerl.evaluation.acting``), and ``policy_info``
     (e.g. algorithm, iteration) for the provenance.
     """
     import gymnasium as gym

@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.config_io import ConfigError
-from offlinerl.algorithms.evaluate import evaluate_checkpoint
+from offlinerl.evaluation.evaluate import evaluate_checkpoint
 from offlinerl.algorithms.registry import algorithm_names, get_algorithm
 from tests.datagen import make_dataset
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.cql import CQLConfig, CQLLearner, CQLRLModule
 from offlinerl.algorithms.iql import IQLConfig, IQLLearner, IQLRLModule
 from offlinerl.core import columns as C

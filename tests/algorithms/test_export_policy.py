@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.checkpoint import class_path, load_checkpoint, write_checkpoint
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import class_path, load_checkpoint, write_checkpoint
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.algorithms.export import METADATA_KEY, export_policy, policy_inputs
+from offlinerl.export import METADATA_KEY, export_policy, policy_inputs
 from offlinerl.connectors import module_to_env_pipeline, observation_connectors
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flatten_batch

@@ -1,4 +1,4 @@
-"""The one job loop (``offlinerl.algorithms.job.run_job``) that train and finetune share: stop conditions,
+"""The one job loop (``offlinerl.jobs.loop.run_job``) that train and finetune share: stop conditions,
 ``metrics.jsonl``, checkpoints, the final evaluation and ``result.json``, over a small real Trainable."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from offlinerl.config_io import ConfigError
-from offlinerl.algorithms.guards import NonFiniteLossError
-from offlinerl.algorithms.job import StopConfig, run_job, write_result
-from offlinerl.algorithms.pipeline import StopConfig as PipelineStopConfig
+from offlinerl.jobs.guards import NonFiniteLossError
+from offlinerl.jobs import loop
+from offlinerl.jobs.loop import run_job, write_result
+from offlinerl.jobs.spec import StopConfig
 
 
 class Counter:
@@ -143,6 +144,6 @@ def test_a_failing_final_evaluation_keeps_the_trained_weights(tmp_path):
 def test_result_json_is_strict_and_stop_config_is_one_class(tmp_path):
     write_result(tmp_path, {"final_eval_return": math.nan, "updates": 3})
     assert json.loads((tmp_path / "result.json").read_text()) == {"final_eval_return": None, "updates": 3}
-    assert PipelineStopConfig is StopConfig
+    assert loop.StopConfig is StopConfig
     with pytest.raises(ConfigError, match="at least one"):
         StopConfig()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from offlinerl.algorithms.pipeline import load_pipeline, run_pipeline
+from offlinerl.jobs.spec import load_job_spec
+from offlinerl.jobs.train import run_train
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,9 +32,9 @@ def _card(dataset: str) -> dict:
 def test_pipeline_reaches_target(ray_session, tmp_path, pipeline, dataset, updates, fraction):
     card = _card(dataset)
     target = card["return_mean"] + fraction * (card["best_return"] - card["return_mean"])
-    pipe, config = load_pipeline(REPO / "pipelines" / f"{pipeline}.yaml",
+    pipe, config = load_job_spec(REPO / "pipelines" / f"{pipeline}.yaml",
                                  [f"stop.updates={updates}", "config.evaluation.interval=0"])
-    result = run_pipeline(pipe, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
+    result = run_train(pipe, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
     assert result["final_eval_return"] >= target, (result["final_eval_return"], target)
     assert result["updates"] == updates
     for name in ("result.json", "metrics.jsonl", "config.yaml", "learning_curve.png"):

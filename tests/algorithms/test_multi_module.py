@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
 from offlinerl.episodes import load_episodes, read_info, write_dataset

@@ -6,7 +6,7 @@ import pytest
 
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.algorithms.iql import IQLConfig
-from offlinerl.algorithms.pipeline import load_pipeline
+from offlinerl.jobs.spec import load_job_spec
 
 PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
 NAMES = [f"{ds}-{algo}" for ds in ("pendulum", "cartpole", "double-pendulum") for algo in ("cql", "iql")]
@@ -14,7 +14,7 @@ NAMES = [f"{ds}-{algo}" for ds in ("pendulum", "cartpole", "double-pendulum") fo
 
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_loads_with_its_algorithm_config(name):
-    pipeline, config = load_pipeline(PIPELINES / f"{name}.yaml")
+    pipeline, config = load_job_spec(PIPELINES / f"{name}.yaml")
     assert pipeline.algorithm == name.rsplit("-", 1)[1]
     assert isinstance(config, CQLConfig if pipeline.algorithm == "cql" else IQLConfig)
     assert (PIPELINES.parent / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
@@ -22,7 +22,7 @@ def test_pipeline_loads_with_its_algorithm_config(name):
 
 
 def test_progress_bar_shows_the_loss_terms_each_algorithm_has():
-    from offlinerl.algorithms.job import _postfix
+    from offlinerl.jobs.loop import _postfix
 
     discrete_cql = {"losses/critic": 1.25, "cql/gap": 0.3, "perf/updates_per_s": 400.0}
     assert _postfix(discrete_cql, {}) == {"critic": "1.25", "upd/s": "400"}  # there is no actor loss to show
@@ -45,11 +45,11 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
     import gymnasium as gym
 
     from offlinerl.config_io import merge, to_dict
-    from offlinerl.algorithms.online.config import load_finetune_pipeline
+    from offlinerl.jobs.spec import load_finetune_spec
     from offlinerl.episodes.info import read_info
 
-    offline, config = load_pipeline(PIPELINES / f"{name}.yaml")
-    ft = load_finetune_pipeline(PIPELINES / f"{name}-finetune.yaml", checkpoint="unused")
+    offline, config = load_job_spec(PIPELINES / f"{name}.yaml")
+    ft = load_finetune_spec(PIPELINES / f"{name}-finetune.yaml", checkpoint="unused")
     tuned = type(config).from_dict(merge(to_dict(config), ft.config))
     assert {k: getattr(tuned, k) for k in ft.config if k != "evaluation"} == \
         {k: v for k, v in ft.config.items() if k != "evaluation"}

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.ope.data import load_ope_episodes
-from offlinerl.algorithms.ope.estimators import discounted_returns, pad_episodes
-from offlinerl.algorithms.ope.fqe import FQEConfig, FQEData, fit_fqe
-from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+from offlinerl.evaluation.ope.data import load_ope_episodes
+from offlinerl.evaluation.ope.estimators import discounted_returns, pad_episodes
+from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
+from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
 from offlinerl.env.collect import CollectConfig, collect
 from tests.algorithms.test_export_policy import write_untrained_checkpoint
 
@@ -66,7 +66,7 @@ def cartpole(tmp_path_factory):
     module = state["learners"][0]["learner"]["module"]
     for key in [k for k in module if "pi_head" in k]:
         module[key] = torch.zeros_like(module[key])  # logits 0: π(a|s) = ½ = μ(a|s)
-    from offlinerl.algorithms.checkpoint import load_checkpoint, write_checkpoint
+    from offlinerl.training.checkpoint import load_checkpoint, write_checkpoint
     meta = {k: v for k, v in load_checkpoint(ckpt).meta.items() if k not in ("format", "format_version", "files")}
     write_checkpoint(ckpt, state, meta, overwrite=True)
     return root / "data", ckpt, write_untrained_checkpoint(root / "random-bc", *CARTPOLE, "bc", True)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from offlinerl.algorithms.ope.estimators import (bootstrap_ci, discounted_returns, doubly_robust,
+from offlinerl.evaluation.ope.estimators import (bootstrap_ci, discounted_returns, doubly_robust,
                                                  effective_sample_size, importance_sampling, pad_episodes,
                                                  per_decision_is, weighted_is)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from offlinerl.algorithms.pipeline import load_pipeline
+from offlinerl.jobs.spec import load_job_spec
 from offlinerl.algorithms.rebrac import ReBRACRLModule
 from offlinerl.core import columns as C
 from offlinerl.env.evaluation import evaluate_module
@@ -29,7 +29,7 @@ def test_rebrac_learns_pendulum_ahead_of_td3bc_at_4000_updates():
     spec = importlib.util.spec_from_file_location("reference_rebrac", ROOT / "examples" / "reference_rebrac.py")
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
-    pipeline, cfg = load_pipeline(ROOT / "pipelines" / "pendulum-rebrac.yaml")
+    pipeline, cfg = load_job_spec(ROOT / "pipelines" / "pendulum-rebrac.yaml")
     path = ROOT / pipeline.dataset
     info = read_info(path)
     torch.manual_seed(cfg.seed)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.rebrac import ReBRACConfig
 from offlinerl.core import columns as C
@@ -81,9 +81,9 @@ def test_discrete_actions_are_refused_before_any_setup(ray_session, datasets):
 
 
 def test_shipped_pipeline_loads_with_its_config():
-    from offlinerl.algorithms.pipeline import load_pipeline
+    from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_pipeline(ROOT / "pipelines" / "pendulum-rebrac.yaml")
+    pipeline, config = load_job_spec(ROOT / "pipelines" / "pendulum-rebrac.yaml")
     assert pipeline.algorithm == "rebrac" and isinstance(config, ReBRACConfig)
     assert (ROOT / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
     assert pipeline.stop.updates and config.normalize_observations

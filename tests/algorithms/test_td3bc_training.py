@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.td3bc import TD3BCConfig
 from offlinerl.cli import main
@@ -114,9 +114,9 @@ def test_cli_train_tiny_budget_and_discrete_refusal(ray_session, datasets, tmp_p
 
 @pytest.mark.parametrize("dataset", ["pendulum", "double-pendulum"])
 def test_shipped_pipelines_load_with_their_config(dataset):
-    from offlinerl.algorithms.pipeline import load_pipeline
+    from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_pipeline(EXAMPLES.parent / "pipelines" / f"{dataset}-td3bc.yaml")
+    pipeline, config = load_job_spec(EXAMPLES.parent / "pipelines" / f"{dataset}-td3bc.yaml")
     assert pipeline.algorithm == "td3bc" and isinstance(config, TD3BCConfig)
     assert (EXAMPLES.parent / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
     assert pipeline.stop.updates and config.normalize_observations

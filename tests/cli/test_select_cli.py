@@ -5,8 +5,8 @@ import json
 import pytest
 import yaml
 
-from offlinerl.algorithms.checkpoint import load_checkpoint
-from offlinerl.algorithms.ope.run import METHODS
+from offlinerl.training.checkpoint import load_checkpoint
+from offlinerl.evaluation.ope.run import METHODS
 from offlinerl.algorithms.algorithm_config import OPE_METHODS
 from offlinerl.cli import main
 from tests.datagen import make_dataset

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from offlinerl.algorithms.checkpoint import Checkpoint, CheckpointError
+from offlinerl.training.checkpoint import Checkpoint, CheckpointError
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.connectors import (ConnectorStateError, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   module_to_env_pipeline, observation_connectors)

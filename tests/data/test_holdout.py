@@ -6,7 +6,7 @@ import pytest
 from offlinerl.config_io import ConfigError
 from offlinerl.data.config import DataConfig, HoldoutConfig
 from offlinerl.algorithms.marwil import MARWILConfig
-from offlinerl.algorithms.ope.data import load_ope_episodes
+from offlinerl.evaluation.ope.data import load_ope_episodes
 from offlinerl.core import columns as C
 from offlinerl.data import OfflineData
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.algorithms.online.config import load_finetune_pipeline
-from offlinerl.algorithms.online.finetune import close_episodes
+from offlinerl.jobs.spec import load_finetune_spec
+from offlinerl.jobs.finetune import close_episodes
 from offlinerl.cli import main
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
 from offlinerl.episodes.validate import validate_dataset
@@ -100,10 +100,10 @@ def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("online: {env_steps_per_iteration: 10}\nstop: {iterations: 1}\n")
     with pytest.raises(ConfigError, match="--from"):
-        load_finetune_pipeline(path)
-    assert load_finetune_pipeline(path, ["online.online_fraction=0.25"], checkpoint="x").online.online_fraction == 0.25
+        load_finetune_spec(path)
+    assert load_finetune_spec(path, ["online.online_fraction=0.25"], checkpoint="x").online.online_fraction == 0.25
     with pytest.raises(ConfigError, match="online_fraction"):
-        load_finetune_pipeline(path, ["online.online_fraction=2"], checkpoint="x")
+        load_finetune_spec(path, ["online.online_fraction=2"], checkpoint="x")
 
 
 def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_path):

@@ -13,13 +13,14 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.checkpoint import load_checkpoint
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.config_io import from_dict
 from offlinerl.algorithms.iql import IQLConfig
-from offlinerl.algorithms.online.config import FinetunePipeline, OnlineConfig
-from offlinerl.algorithms.online.checkpoint_policy import checkpoint_policy
-from offlinerl.algorithms.online.finetune import run_finetune
+from offlinerl.jobs.spec import FinetuneSpec
+from offlinerl.training.online_config import OnlineConfig
+from offlinerl.evaluation.acting import checkpoint_policy
+from offlinerl.jobs.finetune import run_finetune
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes
 from offlinerl.episodes.validate import validate_dataset
@@ -43,8 +44,8 @@ def pendulum_iql(ray_session, tmp_path_factory):
     return root / "ckpt"
 
 
-def _pipeline(checkpoint: Path, config: dict | None = None, online: dict | None = None, **extra) -> FinetunePipeline:
-    return from_dict(FinetunePipeline, {
+def _pipeline(checkpoint: Path, config: dict | None = None, online: dict | None = None, **extra) -> FinetuneSpec:
+    return from_dict(FinetuneSpec, {
         "checkpoint": str(checkpoint),
         "config": {"updates_per_iteration": 10, "evaluation": {"episodes": 4, "seed": 100}, **(config or {})},
         "online": {"env_steps_per_iteration": 400, "num_envs": 2, "online_fraction": 0.5, **(online or {})},
@@ -172,7 +173,7 @@ def test_a_checkpoint_keeps_the_replay_as_a_valid_dataset_and_restores_it_mid_ep
         assert (x.id, x.chunk_index, x.t_start) == (y.id, y.chunk_index, y.t_start)
         np.testing.assert_array_equal(x.obs, y.obs)
     # The replay is checked like the tensors file: a modified part is refused, never used.
-    from offlinerl.algorithms.checkpoint import CheckpointError
+    from offlinerl.training.checkpoint import CheckpointError
 
     part = next((second / "replay").glob("*.parquet"))
     part.write_bytes(part.read_bytes()[:-8] + b"\0" * 8)
@@ -181,7 +182,7 @@ def test_a_checkpoint_keeps_the_replay_as_a_valid_dataset_and_restores_it_mid_ep
 
 
 def test_resuming_an_offline_checkpoint_as_an_online_job_is_refused(pendulum_iql):
-    from offlinerl.algorithms.checkpoint import CheckpointError
+    from offlinerl.training.checkpoint import CheckpointError
 
     with pytest.raises(CheckpointError, match="holds no online replay"):
         Algorithm.from_checkpoint(pendulum_iql, online=OnlineConfig(env_steps_per_iteration=10))

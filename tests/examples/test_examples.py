@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
 from tests.datagen import make_dataset

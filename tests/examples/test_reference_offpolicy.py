@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.algorithms.iql import IQLConfig
 from tests.datagen import make_dataset

@@ -24,9 +24,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.algorithms.checkpoint import MAX_HIDDEN_WIDTH, MAX_MODULE_PARAMETERS, _sha256
+from offlinerl.training.checkpoint import MAX_HIDDEN_WIDTH, MAX_MODULE_PARAMETERS, _sha256
 from offlinerl.cli import main
 from offlinerl.convert.minari import MAX_GROUP_DEPTH
 from offlinerl.episodes import load_episodes, read_info

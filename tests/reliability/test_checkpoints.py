@@ -17,9 +17,9 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.algorithms.checkpoint import allow_class, load_checkpoint
+from offlinerl.training.checkpoint import allow_class, load_checkpoint
 from offlinerl.cli import main
 from tests.datagen import make_dataset
 
@@ -74,7 +74,7 @@ def _evaluate(capsys, path, *args) -> tuple[int, str]:
 
 def _restamp(path: Path) -> None:
     """Record the tensors file's new size and hash, as a writer would (so the content checks are what fails)."""
-    from offlinerl.algorithms.checkpoint import _sha256
+    from offlinerl.training.checkpoint import _sha256
 
     state = path / "learner_group.pt"
     _edit_meta(path, files={"learner_group.pt": {"bytes": state.stat().st_size, "sha256": _sha256(state)}})
@@ -282,7 +282,7 @@ def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next
     before = (target / "learner_group.pt").read_bytes()
     script = (
         "import sys, torch\n"
-        "from offlinerl.algorithms.checkpoint import write_checkpoint\n"
+        "from offlinerl.training.checkpoint import write_checkpoint\n"
         "big = {'learners': [{'learner': {'module': {'w': torch.zeros(100_000_000)}}}]}\n"
         "write_checkpoint(sys.argv[1], big, {}, overwrite=True)\n"
     )
@@ -300,7 +300,7 @@ def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next
     assert list(tmp_path.glob(".ckpt.tmp-*")), "the kill should have left the writer's temporary directory"
     load_checkpoint(target).build_module()
 
-    from offlinerl.algorithms.checkpoint import write_checkpoint
+    from offlinerl.training.checkpoint import write_checkpoint
 
     ckpt = load_checkpoint(target)
     write_checkpoint(target, ckpt.state, {k: v for k, v in ckpt.meta.items() if k != "files"}, overwrite=True)
@@ -309,7 +309,7 @@ def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next
 
 
 def test_resume_checks_the_connector_state_before_the_data_uses_it(ckpt, dataset):
-    from offlinerl.algorithms.checkpoint import CheckpointError
+    from offlinerl.training.checkpoint import CheckpointError
 
     meta = _meta(ckpt)
     meta["config"]["normalize_observations"] = True

@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from offlinerl.algorithms.algorithm import Algorithm
+from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.algorithms.guards import NonFiniteLossError, check_losses, metrics_json
+from offlinerl.jobs.guards import NonFiniteLossError, check_losses, metrics_json
 from offlinerl.cli import main
 from offlinerl.episodes import INFO_FILE, space_to_json
 from offlinerl.episodes.validate import InvalidDatasetError

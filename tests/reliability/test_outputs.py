@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 
-from offlinerl.algorithms.sweep import SweepSpec, plan_trials
+from offlinerl.jobs.sweep import SweepSpec, plan_trials
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes, write_dataset
 from offlinerl.episodes.stats import StatsError, dataset_stats, plot_stats

@@ -1,7 +1,7 @@
 """A job's run directory: created once, found again to resume, its checkpoints kept within bounds.
 
     RUN/
-        config.yaml         the resolved pipeline (what ``--resume`` reads back)
+        config.yaml         the resolved job spec (what ``--resume`` reads back)
         metrics.jsonl       one JSON object per iteration (non-finite values as null)
         checkpoints/        iter-000002/, iter-000004/, ..., final/
         result.json         written when the job ends
@@ -14,15 +14,19 @@ import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO, TypeVar
 
-from offlinerl.algorithms.checkpoint import METADATA_FILE, CheckpointError
+import yaml
+
 from offlinerl.config_io import ConfigError, apply_overrides, load_file
-from offlinerl.algorithms.guards import metrics_json
 from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
+from offlinerl.jobs.guards import metrics_json
+from offlinerl.training.checkpoint import METADATA_FILE, CheckpointError
 
-__all__ = ["new_run_dir", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed", "MetricsLog",
-           "RunDirError", "RESUME_OVERRIDABLE"]
+__all__ = ["new_run_dir", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
+           "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE"]
+
+T = TypeVar("T")
 
 CHECKPOINTS = "checkpoints"
 
@@ -52,6 +56,41 @@ def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None
     except OSError as exc:
         raise OutputWriteError.from_os_error(exc, run, "no run directory was created") from None
     return run
+
+
+def open_run(output: str | Path, name: str, run_dir: str | Path | None, resume_from: str | Path | None, *,
+             start: Callable[[], T], resume: Callable[[], T],
+             config: Mapping[str, Any] | Callable[[T], Mapping[str, Any]]) -> tuple[Path, T]:
+    """The run directory of a job (``train`` and ``finetune``) and what it trains.
+
+    ``resume_from`` set (a checkpoint inside ``run_dir``): ``run_dir`` itself and ``resume()``. Otherwise a new
+    run directory (:func:`new_run_dir`) holding ``config.yaml`` and ``start()``: ``config`` is written before
+    ``start`` when it is a mapping, or after it, from what it started, when it is a function of that. A failing
+    ``start`` (e.g. a wrong evaluation env) leaves no run directory that cannot be resumed.
+    """
+    if resume_from is not None:
+        return Path(run_dir), resume()
+    run = new_run_dir(output, name, run_dir)
+    written: Path | None = None
+    try:
+        if not callable(config):
+            written = _write_config(run, config)
+        job = start()
+    except BaseException:
+        if written is not None:
+            written.unlink()
+        if not any(run.iterdir()):
+            run.rmdir()
+        raise
+    if callable(config):
+        _write_config(run, config(job))
+    return run, job
+
+
+def _write_config(run: Path, config: Mapping[str, Any]) -> Path:
+    path = run / "config.yaml"
+    path.write_text(yaml.safe_dump(dict(config), sort_keys=False))
+    return path
 
 
 def _within(child: Path, parent: Path) -> bool:

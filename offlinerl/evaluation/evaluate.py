@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from offlinerl.algorithms.checkpoint import load_checkpoint
+from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import evaluate_module
 

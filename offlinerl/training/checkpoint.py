@@ -149,7 +149,7 @@ class ReplayEpisodes:
     """The online experience an online job's replays were filled from, as a checkpoint keeps it.
 
     ``groups[g]`` are the episodes (chunks, or whole episodes) one add brought, in order; the learner pipeline
-    and the split over learners turn them into the same transitions again (``offlinerl.algorithms.online``).
+    and the split over learners turn them into the same transitions again (``offlinerl.training.experience``).
     Written as an episode dataset whose rows are the groups' episodes in order; chunk indices are renumbered
     from 0 per episode (the oldest chunks of an episode may have left the replays), nothing else changes.
     """
@@ -260,7 +260,7 @@ def _resolve_class(name: str, role: str, file: Path) -> type:
         raise CheckpointError(
             f"{file}: names the {role} class {name!r}, which is not a registered offlinerl class; nothing was "
             "imported. If you trust this checkpoint and have that class, import it and call "
-            "offlinerl.algorithms.checkpoint.allow_class(TheClass) before loading."
+            "offlinerl.training.checkpoint.allow_class(TheClass) before loading."
         )
     return cls
 
@@ -280,7 +280,7 @@ def _check_state_file(file: Path) -> None:
     size = file.stat().st_size
     if size > MAX_STATE_BYTES:
         raise CheckpointError(f"{file}: {size:,} bytes, more than a checkpoint's tensors may take "
-                              f"({MAX_STATE_BYTES:,}, offlinerl.algorithms.checkpoint.MAX_STATE_BYTES); refused")
+                              f"({MAX_STATE_BYTES:,}, offlinerl.training.checkpoint.MAX_STATE_BYTES); refused")
     try:
         with zipfile.ZipFile(file) as archive:
             entries = archive.infolist()
@@ -327,7 +327,7 @@ def _check_model(file: Path, config: Any) -> None:
         for i, v in enumerate(values):
             if isinstance(v, int) and v > cap:
                 raise CheckpointError(f"{file}: {field}{f'[{i}]' if listed else ''} is {v:,}, over the cap of "
-                                      f"{cap:,} (offlinerl.algorithms.checkpoint.{cap_name}); refused before "
+                                      f"{cap:,} (offlinerl.training.checkpoint.{cap_name}); refused before "
                                       "building the module")
 
 
@@ -344,7 +344,7 @@ def _check_module_size(ckpt: Checkpoint) -> None:
     file, state = ckpt.path / METADATA_FILE, ckpt.path / STATE_FILE
     if count > MAX_MODULE_PARAMETERS:
         raise CheckpointError(f"{file}: config.model and the spaces describe a module of {count:,} parameters, "
-                              f"over the cap of {MAX_MODULE_PARAMETERS:,} (offlinerl.algorithms.checkpoint."
+                              f"over the cap of {MAX_MODULE_PARAMETERS:,} (offlinerl.training.checkpoint."
                               "MAX_MODULE_PARAMETERS); refused before building it")
     if state.is_file() and 0 < state.stat().st_size < nbytes:  # an empty or missing file is named as such later
         raise CheckpointError(f"{file}: config.model and the spaces describe a module of {count:,} parameters "

@@ -2,7 +2,7 @@
 
     checkpoint (module, optimizers, connector state, config)
         -> Algorithm(..., online=OnlineConfig)    (its training_step samples, adds to the replays, updates, syncs)
-        -> offlinerl.algorithms.job.run_job       (the loop, metrics, checkpoints, stop conditions; as ``train``)
+        -> offlinerl.jobs.loop.run_job       (the loop, metrics, checkpoints, stop conditions; as ``train``)
         -> result.json, the recorded online episodes (an episode dataset)
 
 This module only starts or resumes the job and writes what it leaves: the
@@ -20,18 +20,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml
-
-from offlinerl.algorithms.algorithm import Algorithm
-from offlinerl.algorithms.checkpoint import CheckpointError, load_checkpoint
-from offlinerl.config_io import ConfigError, to_dict
-from offlinerl.algorithms.job import Progress, run_job, write_result
-from offlinerl.algorithms.online.config import FinetunePipeline
-from offlinerl.algorithms.online.recording import OnlineRecording, close_episodes
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.algorithms.run_dir import new_run_dir
+from offlinerl.config_io import ConfigError, to_dict
 from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.validate import require_schema, require_valid
+from offlinerl.jobs.loop import Progress, run_job, write_result
+from offlinerl.jobs.run_dir import open_run
+from offlinerl.jobs.spec import FinetuneSpec
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
+from offlinerl.training.recording import OnlineRecording, close_episodes
 
 __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 
@@ -39,20 +37,20 @@ __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 RECORDING_PARTS = "recording-parts"
 
 
-def start_online(pipeline: FinetunePipeline, validate_data: bool = False) -> Algorithm:
-    """The pipeline's checkpoint as a new online Algorithm (optionally continuing as another algorithm, e.g. BC ->
+def start_online(spec: FinetuneSpec, validate_data: bool = False) -> Algorithm:
+    """The job spec's checkpoint as a new online Algorithm (optionally continuing as another algorithm, e.g. BC ->
     MARWIL: the config fields both have, the policy weights and the connector state carry over)."""
-    ckpt = load_checkpoint(pipeline.checkpoint)
+    ckpt = load_checkpoint(spec.checkpoint)
     meta = ckpt.meta
-    target = pipeline.online.algorithm or meta["algorithm"]
+    target = spec.online.algorithm or meta["algorithm"]
     if target == meta["algorithm"]:
-        return Algorithm.from_checkpoint(ckpt, dataset=pipeline.dataset, overrides=pipeline.config,
-                                         online=pipeline.online, resume=False, validate_data=validate_data)
-    spec = get_algorithm(target)
-    shared = {k: v for k, v in meta["config"].items() if k in spec.config_cls.__dataclass_fields__}
-    config = spec.config_cls.from_dict({**shared, **pipeline.config})
-    algo = Algorithm(target, config, pipeline.dataset or meta["dataset"], connector_state=meta["connector_state"],
-                     validate_data=validate_data, online=pipeline.online)
+        return Algorithm.from_checkpoint(ckpt, dataset=spec.dataset, overrides=spec.config,
+                                         online=spec.online, resume=False, validate_data=validate_data)
+    algorithm = get_algorithm(target)
+    shared = {k: v for k, v in meta["config"].items() if k in algorithm.config_cls.__dataclass_fields__}
+    config = algorithm.config_cls.from_dict({**shared, **spec.config})
+    algo = Algorithm(target, config, spec.dataset or meta["dataset"], connector_state=meta["connector_state"],
+                     validate_data=validate_data, online=spec.online)
     try:
         algo.set_weights(ckpt.trained_module.state_dict(), strict=False)  # checked: shapes, finite values
         deployed = ckpt.deployed_policy()
@@ -83,18 +81,18 @@ def _checkpoint_eval(path: str | None) -> float | None:
         return None
 
 
-def _record_destination(pipeline: FinetunePipeline, run: Path) -> Path | None:
-    if pipeline.record:
-        return Path(pipeline.record)
-    return run / "online-episodes" if pipeline.online.save_online_episodes else None
+def _record_destination(spec: FinetuneSpec, run: Path) -> Path | None:
+    if spec.record:
+        return Path(spec.record)
+    return run / "online-episodes" if spec.online.save_online_episodes else None
 
 
-def _inputs(pipeline: FinetunePipeline, dataset: str) -> list[str]:
-    return [p for p in (pipeline.checkpoint, dataset) if p]
+def _inputs(spec: FinetuneSpec, dataset: str) -> list[str]:
+    return [p for p in (spec.checkpoint, dataset) if p]
 
 
 def run_finetune(
-    pipeline: FinetunePipeline,
+    spec: FinetuneSpec,
     *,
     run_dir: str | Path | None = None,
     resume_from: str | Path | None = None,
@@ -106,65 +104,58 @@ def run_finetune(
     started_at: float | None = None,
 ) -> dict[str, Any]:
     """Validate the offline dataset (unless ``skip_validation``), fine-tune until a stop condition with the one job
-    loop (``offlinerl.algorithms.job.run_job``); write the run directory and the recording, and return
+    loop (``offlinerl.jobs.loop.run_job``); write the run directory and the recording, and return
     ``result.json``'s content.
 
     ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed job. ``overwrite`` lets the
-    recording (``pipeline.record``) replace an existing dataset there (never an input of the job).
-    ``started_at``: as in ``offlinerl.algorithms.pipeline.run_pipeline``.
+    recording (``spec.record``) replace an existing dataset there (never an input of the job).
+    ``started_at``: as in ``offlinerl.jobs.train.run_train``.
     """
     from offlinerl.ray_utils import init_ray
 
     t_start = time.time() if started_at is None else started_at
     init_ray(address)
-    dataset = pipeline.dataset or load_checkpoint(resume_from or pipeline.checkpoint).meta["dataset"]
-    if pipeline.record:  # before any work: a job must not fail at its end for want of a place to write
-        check_output(pipeline.record, overwrite, kind="dataset", inputs=_inputs(pipeline, dataset))
+    dataset = spec.dataset or load_checkpoint(resume_from or spec.checkpoint).meta["dataset"]
+    if spec.record:  # before any work: a job must not fail at its end for want of a place to write
+        check_output(spec.record, overwrite, kind="dataset", inputs=_inputs(spec, dataset))
     validation = require_schema(dataset) if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []
-    if resume_from is None:
-        run = new_run_dir(pipeline.output, pipeline.name, run_dir)
-        try:
-            algo = start_online(pipeline)
-        except BaseException:  # leave no run directory that cannot be resumed
-            if not any(run.iterdir()):
-                run.rmdir()
-            raise
-        (run / "config.yaml").write_text(yaml.safe_dump(
-            {**to_dict(pipeline), "algorithm": algo.name, "resolved_config": algo.config.to_dict()}, sort_keys=False))
-    else:
-        run = Path(run_dir)
-        algo = Algorithm.from_checkpoint(resume_from, dataset=pipeline.dataset, online=pipeline.online,
-                                         validate_data=False)
+    run, algo = open_run(
+        spec.output, spec.name, run_dir, resume_from,
+        config=lambda algo: {**to_dict(spec), "algorithm": algo.name, "resolved_config": algo.config.to_dict()},
+        start=lambda: start_online(spec),
+        resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, online=spec.online,
+                                                 validate_data=False))
+    if resume_from is not None:
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.env_steps} env steps, "
             f"{algo.num_updates} updates)")
     nodes = algo.ray_nodes(validation)
-    destination = _record_destination(pipeline, run)
+    destination = _record_destination(spec, run)
     recording = None
     if destination is not None:
         recording = OnlineRecording(
             run / RECORDING_PARTS, observation_space=algo.offline_data.observation_space,
             action_space=algo.offline_data.action_space, env_id=algo.online_env_id(),
-            provenance={"collector": "offlinerl finetune", "checkpoint": str(pipeline.checkpoint),
+            provenance={"collector": "offlinerl finetune", "checkpoint": str(spec.checkpoint),
                         "algorithm": algo.name, "run_dir": str(run)},
-            inputs=_inputs(pipeline, dataset),
+            inputs=_inputs(spec, dataset),
         )
         recording.truncate(algo.iteration)  # a resumed job samples the later iterations again
         algo.experience.recording = recording
-    checkpoint_eval = _checkpoint_eval(pipeline.checkpoint)
+    checkpoint_eval = _checkpoint_eval(spec.checkpoint)
     try:
         if resume_from is None:
             initial = algo.evaluate()
-            log(f"loaded {pipeline.checkpoint} ({algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
+            log(f"loaded {spec.checkpoint} ({algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
                 + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
             first_records = [{"iteration": 0.0, "learner/updates": float(algo.num_updates), "online/env_steps": 0.0,
                               **initial}]
         job = run_job(
-            algo, run, pipeline.stop, t_start=t_start,
-            progress=Progress(desc=f"finetune {algo.name}", unit="it", total=pipeline.stop.iterations)
+            algo, run, spec.stop, t_start=t_start,
+            progress=Progress(desc=f"finetune {algo.name}", unit="it", total=spec.stop.iterations)
             if progress else None,
-            checkpoint_interval=pipeline.checkpoint_interval, checkpoint_keep=pipeline.checkpoint_keep,
-            resumed=resume_from is not None, last_good=resume_from or pipeline.checkpoint,
+            checkpoint_interval=spec.checkpoint_interval, checkpoint_keep=spec.checkpoint_keep,
+            resumed=resume_from is not None, last_good=resume_from or spec.checkpoint,
             first_records=first_records, resume_command=f"offlinerl finetune --resume {run}", log=log,
         )
     finally:
@@ -175,7 +166,7 @@ def run_finetune(
                          and h.get("eval/return_mean") is not None), None)
     result = {
         "algorithm": algo.name,
-        "from_checkpoint": str(pipeline.checkpoint),
+        "from_checkpoint": str(spec.checkpoint),
         "env": algo.online_env_id(),
         "checkpoint_eval_return": checkpoint_eval,
         "initial_eval_return": initial_eval,

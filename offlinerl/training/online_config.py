@@ -1,29 +1,16 @@
-"""Fine-tuning pipelines: a checkpoint, algorithm-config overrides, the online
-settings, stop conditions and an output directory::
-
-    checkpoint: runs/pendulum-iql-short/checkpoints/final   # or --from
-    config: {updates_per_iteration: 500}
-    online: {env_steps_per_iteration: 1000, online_fraction: 0.5}
-    stop: {iterations: 10}
-    checkpoint_interval: 1                                   # what --resume continues from
-    output: runs
-
-``OnlineConfig`` is what an ``Algorithm`` needs to own online experience
-(``Algorithm(..., online=OnlineConfig(...))``); the pipeline adds the job around it.
-"""
+"""``OnlineConfig``: what an ``Algorithm`` needs to own online experience (``Algorithm(...,
+online=OnlineConfig(...))``); a fine-tuning job spec (``offlinerl.jobs.spec.FinetuneSpec``) adds the job
+around it, as its ``online:`` block."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from offlinerl.config_io import ConfigError, apply_overrides, from_dict, load_file
-from offlinerl.algorithms.job import StopConfig
-from offlinerl.algorithms.run_dir import read_run
+from offlinerl.config_io import ConfigError
 from offlinerl.data.replay import MIXING
 
-__all__ = ["OnlineConfig", "FinetunePipeline", "load_finetune_pipeline", "load_finetune_run"]
+__all__ = ["OnlineConfig"]
 
 PROMOTIONS = ("always", "gated")
 
@@ -64,7 +51,7 @@ class OnlineConfig:
     promotion: str = "always"
     """``always``: the learners' latest policy is the job's (evaluated, checkpointed, exported); ``gated``: it is
     deployed only once it beats the deployed policy on the same fresh gate episodes by ``gate_confidence`` standard
-    errors (``offlinerl.algorithms.online.gate``), so a policy that is unlearning is not the job's. The runners
+    errors (``offlinerl.training.gate``), so a policy that is unlearning is not the job's. The runners
     explore with the learners' latest policy either way."""
     gate_episodes: int = 10
     """``gated``: ``forward_inference`` episodes each of the two policies plays per gate (2 × this many episodes,
@@ -108,60 +95,3 @@ class OnlineConfig:
                 raise ConfigError(f"online.{name}: must be >= 1, got {getattr(self, name)}")
         if self.replay_capacity < 1:
             raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
-
-
-@dataclass(frozen=True, kw_only=True)
-class FinetunePipeline:
-    """One reproducible fine-tuning job."""
-
-    checkpoint: str | None = None
-    """Offline checkpoint to start from (``--from`` overrides it)."""
-    dataset: str | None = None
-    """Offline dataset mixed into the replay; None = the checkpoint's dataset."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """Overrides of the checkpoint's algorithm config (e.g. ``updates_per_iteration``, ``lr``)."""
-    online: OnlineConfig = field(default_factory=OnlineConfig)
-    """Online experience settings."""
-    stop: StopConfig
-    """Stop conditions (iterations, updates, wall_time_s, eval_return)."""
-    output: str = "runs"
-    """Parent directory of run directories."""
-    name: str | None = None
-    """Run name prefix (default: the pipeline file's name)."""
-    checkpoint_interval: int = 0
-    """Also checkpoint every this many iterations, replay included (0 = only the final checkpoint); ``--resume``
-    continues from the newest."""
-    checkpoint_keep: int = 0
-    """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
-    record: str | None = None
-    """Write the online episodes to this new episode dataset (``--record``); None = ``<run>/online-episodes`` if
-    ``online.save_online_episodes``."""
-
-    def __post_init__(self) -> None:
-        for name in ("checkpoint_interval", "checkpoint_keep"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
-
-
-def load_finetune_pipeline(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetunePipeline:
-    """Read a fine-tuning pipeline file and apply ``key=value`` overrides and ``--from``."""
-    path = Path(path)
-    data = apply_overrides(load_file(path), list(overrides))
-    data.setdefault("name", path.stem)
-    if checkpoint is not None:
-        data["checkpoint"] = checkpoint
-    pipeline = from_dict(FinetunePipeline, data)
-    if not pipeline.checkpoint:
-        raise ConfigError(f"{path}: no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
-    return pipeline
-
-
-#: Keys ``run_finetune`` writes into a run's config.yaml beside the pipeline's own.
-RUN_INFO_KEYS = ("algorithm", "resolved_config")
-
-
-def load_finetune_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[FinetunePipeline, Path]:
-    """``(pipeline, checkpoint)`` to resume the fine-tuning job in ``run_dir`` from its newest checkpoint."""
-    data, checkpoint = read_run(run_dir, overrides)
-    pipeline = from_dict(FinetunePipeline, {k: v for k, v in data.items() if k not in RUN_INFO_KEYS})
-    return pipeline, checkpoint

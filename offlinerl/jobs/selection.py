@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError
-from offlinerl.algorithms.run_dir import list_checkpoints
+from offlinerl.jobs.run_dir import list_checkpoints
 
 __all__ = ["check_selection", "select_checkpoint", "format_selection"]
 
@@ -44,8 +44,8 @@ def check_selection(config: Any, checkpoint_interval: int, dataset: str | Path) 
 def select_checkpoint(run: Path, dataset: str | Path, config: Any, history: Sequence[Mapping[str, Any]]) -> dict:
     """Score the checkpoints of ``run`` by ``config.evaluation.ope`` on the held-out episodes; the ``selection``
     entry of ``result.json``."""
-    from offlinerl.algorithms.ope.fqe import FQEConfig
-    from offlinerl.algorithms.ope.run import OPEConfig, ope_checkpoints
+    from offlinerl.evaluation.ope.fqe import FQEConfig
+    from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
 
     ev = config.evaluation
     by_updates: dict[int, tuple[int, Path]] = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from offlinerl.algorithms.checkpoint import load_checkpoint
+from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.env.env_check import check_env

@@ -1,4 +1,4 @@
-"""The one job loop: ``offlinerl train`` (``run_pipeline``) and ``offlinerl finetune`` (``run_finetune``) both
+"""The one job loop: ``offlinerl train`` (``run_train``) and ``offlinerl finetune`` (``run_finetune``) both
 run ``run_job`` over a :class:`Trainable` (an ``Algorithm``, offline or online).
 
 Every iteration::
@@ -22,35 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from offlinerl.config_io import ConfigError
-from offlinerl.algorithms.guards import NonFiniteLossError, check_losses
 from offlinerl.config_io import to_finite_json
-from offlinerl.algorithms.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.episodes.atomic import replace_file
+from offlinerl.jobs.guards import NonFiniteLossError, check_losses
+from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
+from offlinerl.jobs.spec import StopConfig
 
-__all__ = ["StopConfig", "Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class StopConfig:
-    """When a job stops: the first condition met (at least one must be set)."""
-
-    iterations: int | None = None
-    """Training iterations (each ``updates_per_iteration`` updates)."""
-    updates: int | None = None
-    """Gradient updates (checked after each iteration)."""
-    wall_time_s: float | None = None
-    """Seconds of training (setup and evaluations excluded: the sum of the iterations' ``perf/iteration_s``)."""
-    eval_return: float | None = None
-    """Stop once an evaluation's mean return reaches this."""
-
-    def __post_init__(self) -> None:
-        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
-            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
-        for name in ("iterations", "updates"):
-            v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
+__all__ = ["Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
 
 
 class Trainable(Protocol):

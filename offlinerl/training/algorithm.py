@@ -2,7 +2,7 @@
 
 It owns the ``OfflineData``, the ``LearnerGroup``, an inference-only copy of the
 module for evaluation and, given an ``OnlineConfig``, online experience
-(``offlinerl.algorithms.online.experience``: EnvRunners, episodes waiting to
+(``offlinerl.training.experience``: EnvRunners, episodes waiting to
 complete, the split of transitions over learners). ``train()`` runs one
 iteration: ``training_step()``, then - always, even for a custom
 ``training_step`` - syncs weights (the evaluation module; online, the runners:
@@ -15,9 +15,9 @@ learner connector pipeline -> each learner's replay (its shard) ->
 ``weights_seq_no + 1``. A gated online job (``online.promotion: gated``) evaluates
 and checkpoints the deployed policy instead of the learners' latest, and every
 ``online.gate_interval`` iterations plays both on the same fresh starts to decide
-whether to replace it (``offlinerl.algorithms.online.gate``).
+whether to replace it (``offlinerl.training.gate``).
 
-Checkpoints (``offlinerl.algorithms.checkpoint``, the one place that writes and
+Checkpoints (``offlinerl.training.checkpoint``, the one place that writes and
 reads them) hold the module, optimizers, learner RNG states and sampler state
 (tensors), the config, counters (iterations, updates, env steps,
 ``weights_seq_no``), connector state and spaces (JSON) and, online, the replay's
@@ -36,12 +36,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.algorithms.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
+from offlinerl.training.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
                                              load_checkpoint, write_checkpoint)
 from offlinerl.config_io import merge, to_dict
-from offlinerl.algorithms.online.config import OnlineConfig
-from offlinerl.algorithms.online.experience import OnlineExperience
-from offlinerl.algorithms.online.gate import PolicyGate
+from offlinerl.training.online_config import OnlineConfig
+from offlinerl.training.experience import OnlineExperience
+from offlinerl.training.gate import PolicyGate
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
 from offlinerl.core import columns as C
 from offlinerl.core.learner import POLICY_OPTIMIZERS
@@ -127,7 +127,7 @@ class Algorithm:
         self.last_eval: dict[str, float] = {}
         self.gate = PolicyGate(online.gate_margin, online.gate_confidence) \
             if online is not None and online.promotion == "gated" else None
-        """``online.promotion: gated``: the deployed policy (``offlinerl.algorithms.online.gate``)."""
+        """``online.promotion: gated``: the deployed policy (``offlinerl.training.gate``)."""
         try:
             self.experience = None if online is None else self._build_experience(online, capacity)
         except BaseException:  # e.g. an env that cannot be made in a runner: leave no learner actors behind
@@ -342,7 +342,7 @@ class Algorithm:
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
-        """What ``algorithm.json`` holds besides the format fields (see ``offlinerl.algorithms.checkpoint``)."""
+        """What ``algorithm.json`` holds besides the format fields (see ``offlinerl.training.checkpoint``)."""
         info = self.offline_data.info
         return {
             "algorithm": self.name,

@@ -24,10 +24,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from offlinerl.algorithms.checkpoint import load_checkpoint
-from offlinerl.algorithms.ope import estimators as E
-from offlinerl.algorithms.ope.data import OPEEpisodes, load_ope_episodes
-from offlinerl.algorithms.ope.fqe import FQEConfig, FQEData, fit_fqe
+from offlinerl.training.checkpoint import load_checkpoint
+from offlinerl.evaluation.ope import estimators as E
+from offlinerl.evaluation.ope.data import OPEEpisodes, load_ope_episodes
+from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule
 from offlinerl.env.env_check import space_mismatch

@@ -1,4 +1,4 @@
-"""What the one job loop (``offlinerl.algorithms.job.run_job``: train and finetune) checks after every iteration.
+"""What the one job loop (``offlinerl.jobs.loop.run_job``: train and finetune) checks after every iteration.
 
 - ``metrics_json``: one ``metrics.jsonl`` line that is always valid JSON (a
   non-finite value is written as ``null``, never as a bare ``NaN`` token).

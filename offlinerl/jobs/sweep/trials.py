@@ -1,170 +1,35 @@
-"""Sweeps: a grid of pipeline overrides × seeds, each point-and-seed one training job, run as Ray Tune trials.
-
-    SWEEP/
-        sweep.json            what was asked (pipeline, overrides, grid, seeds) and every trial's overrides
-        trials/<name>/        one run directory per trial, exactly what ``offlinerl train`` writes
-        trials/<name>.log     the trial's output
-        trials/<name>.json    how and where it ran: one entry per attempt (Ray node, command, exit code)
-        tune/                 Ray Tune's own experiment files (offlinerl never reads them back)
-        summary.csv           per grid point: trials, mean and std of the final / best return and score
-        summary.md            the same as a table
-        summary.json          the same rows, the best grid point and the Ray nodes each trial ran on
-        sweep.png             evaluation return against updates, mean ± std over seeds, one line per grid point
-
-Ray Tune schedules the trials (``max_concurrent`` at a time, ``cpus_per_trial`` reserved for each, on
-any node of the cluster it joins) and collects their metrics as they train. Each trial is an
-``offlinerl train`` process joined to the same Ray cluster: a job of its own, so its Ray Data tasks
-and learner actors are scheduled by Ray like any job's (not squeezed into the trial's reservation),
-and it writes and resumes its run directory exactly as a single job does. A trial that fails is
-retried once by Tune from its newest checkpoint (``train --resume``); ``resume_sweep`` continues an
-interrupted sweep the same way, trial by trial, and reads only files of ours (JSON and our
-checkpoints), never Tune's pickled experiment state.
-"""
+"""Running a sweep's trials: each trial is an ``offlinerl train`` process inside a Ray Tune trial
+(``trial_trainable``), and ``run_sweep`` / ``resume_sweep`` are the driver that validates every pending
+trial's dataset, schedules the trials with Tune and writes the summary (``offlinerl.jobs.sweep.summary``)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import os
-import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from offlinerl.config_io import ConfigError, parse_override
-from offlinerl.config_io import to_finite_json
+from offlinerl.config_io import ConfigError
 from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
-from offlinerl.settings_file import plain_json
+from offlinerl.jobs.sweep.plan import SWEEP_FILE, TRIALS, SweepSpec
+from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages
 
-__all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]
+__all__ = ["trial_trainable", "default_max_concurrent", "run_sweep", "resume_sweep"]
 
-SWEEP_FILE = "sweep.json"
-TRIALS = "trials"
 _METRIC_POLL_S = 1.0
-_SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One training job of the sweep."""
-
-    name: str
-    """Directory name under ``trials/`` (grid values and seed, file-name safe)."""
-    point: dict[str, Any]
-    """The grid point: dotted key -> value (the seed excluded)."""
-    seed: int | None
-    """``config.seed`` of this trial (None: the pipeline's own)."""
-    overrides: list[str]
-    """``--set`` overrides of this trial: the sweep's, then the grid point's, then the seed."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SweepSpec:
-    """What a sweep runs (``sweep.json``)."""
-
-    pipeline: str
-    """The pipeline file (absolute path)."""
-    workdir: str
-    """The directory the sweep was started in (relative paths of the pipeline resolve from there)."""
-    overrides: list[str]
-    """``--set`` overrides applied to every trial."""
-    grid: dict[str, list[Any]]
-    """Dotted key -> the values to try; the trials are the Cartesian product."""
-    seeds: list[int]
-    """Seeds per grid point (empty: one trial per point, with the pipeline's seed)."""
-    trials: list[Trial]
-    """Every trial, in order."""
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
-
-    @classmethod
-    def from_file(cls, path: Path) -> "SweepSpec":
-        try:
-            data = plain_json(path.read_text())
-            trials = [Trial(**t) for t in data.pop("trials")]
-            spec = cls(**data, trials=trials)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise ConfigError(f"{path}: not a sweep description ({exc})") from None
-        names = [t.name for t in trials]
-        bad = [n for n in names if not isinstance(n, str) or not _SAFE_NAME.fullmatch(n) or n in (".", "..")]
-        if bad or len(set(names)) != len(names):  # a trial directory is deleted and rewritten: never outside trials/
-            raise ConfigError(f"{path}: trial names must be unique plain file names, got {bad or names}")
-        return spec
-
-
-def _split_values(text: str) -> list[str]:
-    """``"1,3,[64,64]"`` -> ``["1", "3", "[64,64]"]``: commas inside brackets stay."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [v.strip() for v in out]
-
-
-def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``["config.beta=1,3,10"]`` -> ``{"config.beta": [1, 3, 10]}`` (values parsed as ``--set`` parses them)."""
-    grid: dict[str, list[Any]] = {}
-    for text in items:
-        if "=" not in text:
-            raise ConfigError(f"--grid expects KEY=V1,V2,..., got {text!r}")
-        key, raw = text.split("=", 1)
-        key = key.strip()
-        values = [v for v in _split_values(raw) if v]
-        if not key or not values:
-            raise ConfigError(f"--grid {text!r}: give a key and at least one value")
-        if key in grid:
-            raise ConfigError(f"--grid {key}: given twice")
-        if key == "config.seed":
-            raise ConfigError("--grid config.seed: give seeds with --seeds")
-        grid[key] = [parse_override(f"{key}={v}")[1] for v in values]
-    return grid
-
-
-def _slug(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return re.sub(r"[^A-Za-z0-9.+-]+", "", text.replace(",", "-")) or "_"
-
-
-def plan_trials(grid: dict[str, list[Any]], seeds: Sequence[int], overrides: Sequence[str] = ()) -> list[Trial]:
-    """The Cartesian product of the grid's values, each with every seed (grid order, then seed order)."""
-    points: list[dict[str, Any]] = [{}]
-    for key, values in grid.items():
-        points = [{**p, key: v} for p in points for v in values]
-    trials = []
-    for point in points:
-        point_parts = [f"{k.removeprefix('config.')}-{_slug(v)}" for k, v in point.items()]
-        for seed in (list(seeds) or [None]):
-            parts = point_parts + ([f"seed-{seed}"] if seed is not None else [])
-            name = f"{len(trials):03d}_" + "_".join(parts) if parts else f"{len(trials):03d}"
-            sets = [*overrides, *(f"{k}={json.dumps(v)}" for k, v in point.items())]
-            sets += [f"config.seed={seed}"] if seed is not None else []
-            trials.append(Trial(name=name, point=point, seed=seed, overrides=sets))
-    return trials
 
 
 # -- one trial (runs inside a Ray Tune worker) ------------------------------------------------------------------
 
-
 def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
     """``offlinerl train`` for a fresh trial, ``train --resume`` for one with a checkpoint."""
-    from offlinerl.algorithms.run_dir import latest_checkpoint
+    from offlinerl.jobs.run_dir import latest_checkpoint
 
     base = [sys.executable, "-m", "offlinerl", "train", "--no-progress"]
     if (run / "config.yaml").is_file() and latest_checkpoint(run) is not None:
@@ -302,8 +167,8 @@ def run_sweep(
     """
     from ray import tune
 
-    from offlinerl.algorithms.pipeline import load_pipeline
-    from offlinerl.algorithms.run_dir import resolve_resumed
+    from offlinerl.jobs.spec import load_job_spec
+    from offlinerl.jobs.run_dir import resolve_resumed
     from offlinerl.ray_utils import init_ray
 
     root = Path(sweep_dir)
@@ -317,10 +182,10 @@ def run_sweep(
     cwd = os.getcwd()
     os.chdir(spec.workdir)  # the pipeline's relative paths, as the trials will see them
     try:  # every trial's config is valid before anything is written (a wrong key or value: ConfigError)
-        configs = {t.name: load_pipeline(spec.pipeline, t.overrides) for t in spec.trials}
+        configs = {t.name: load_job_spec(spec.pipeline, t.overrides) for t in spec.trials}
     finally:
         os.chdir(cwd)
-    datasets = {name: _absolute(pipeline.dataset, spec.workdir) for name, (pipeline, _) in configs.items()}
+    datasets = {name: _absolute(job.dataset, spec.workdir) for name, (job, _) in configs.items()}
     if new:  # never /, home or the current directory, the pipeline or a dataset, nor inside a dataset or checkpoint
         check_output_place(root, inputs=[spec.pipeline, *datasets.values()])
     try:
@@ -435,121 +300,3 @@ def _announcer(total: int, done: int, log: Callable[[str], None]) -> Any:
                      f"(see {trial.config['trial']['run_dir']}.log)")
 
     return Announce(total, done, log)
-
-
-# -- the summary ---------------------------------------------------------------------------------------------------
-
-_STATS = ("final_eval_return", "best_eval_return", "final_eval_normalized_score", "best_eval_normalized_score")
-
-
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and population standard deviation (None, None for no values)."""
-    return (statistics.fmean(values), statistics.pstdev(values)) if values else (None, None)
-
-
-def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
-    """Group the finished trials by grid point: ``summary.csv``, ``summary.md``, ``sweep.png``; returns the rows."""
-    root = Path(sweep_dir)
-    points: dict[str, dict[str, Any]] = {}
-    for t in spec.trials:
-        key = json.dumps(t.point, sort_keys=True)
-        row = points.setdefault(key, {"point": t.point, "trials": 0, "finished": 0, "results": [], "curves": []})
-        row["trials"] += 1
-        result_file = root / TRIALS / t.name / "result.json"
-        if result_file.is_file():
-            row["finished"] += 1
-            row["results"].append(json.loads(result_file.read_text()))
-            row["curves"].append(_eval_curve(root / TRIALS / t.name / "metrics.jsonl"))
-    rows = []
-    for row in points.values():
-        out = {**{k: row["point"][k] for k in spec.grid}, "trials": row["trials"], "finished": row["finished"]}
-        for stat in _STATS:
-            values = [r[stat] for r in row["results"] if isinstance(r.get(stat), (int, float))]
-            out[f"{stat}_mean"], out[f"{stat}_std"] = _mean_std(values)
-        out["updates_mean"], _ = _mean_std([r["updates"] for r in row["results"]])
-        out["train_time_s_mean"], _ = _mean_std([r["train_time_s"] for r in row["results"]])
-        rows.append((out, row["curves"]))
-    table = [r for r, _ in rows]
-    _write_csv(root / "summary.csv", table)
-    replace_file(root / "summary.md", _markdown(table, list(spec.grid)))
-    _plot(root / "sweep.png", rows, list(spec.grid), Path(spec.pipeline).stem)
-    best = max((r for r in table if r["final_eval_return_mean"] is not None),
-               key=lambda r: r["final_eval_return_mean"], default=None)
-    nodes = {}
-    for t in spec.trials:
-        attempts = root / TRIALS / f"{t.name}.json"
-        nodes[t.name] = [a["node"] for a in json.loads(attempts.read_text())["attempts"]] if attempts.is_file() else []
-    out = {"rows": table, "best": best, "keys": list(spec.grid), "trial_nodes": nodes, "sweep_dir": str(root)}
-    replace_file(root / "summary.json", json.dumps(to_finite_json(out), indent=2) + "\n")
-    return out
-
-
-def _eval_curve(path: Path) -> list[tuple[float, float]]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(r.get("eval/return_mean"), (int, float)):
-            out.append((float(r["learner/updates"]), float(r["eval/return_mean"])))
-    return out
-
-
-def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=list(table[0]) if table else ["trials"])
-    writer.writeheader()
-    for row in table:
-        writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in row.items()})
-    replace_file(path, text.getvalue())
-
-
-def _fmt(mean: float | None, std: float | None) -> str:
-    return "–" if mean is None else f"{mean:.1f} ± {std:.1f}"
-
-
-def _markdown(table: list[dict[str, Any]], keys: list[str]) -> str:
-    scored = any(r["final_eval_normalized_score_mean"] is not None for r in table)
-    head = [*keys, "seeds", "final return", "best return"] + (["final score", "best score"] if scored else [])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in table:
-        cells = [json.dumps(r[k]) if not isinstance(r[k], str) else r[k] for k in keys]
-        cells += [f"{r['finished']}/{r['trials']}", _fmt(r["final_eval_return_mean"], r["final_eval_return_std"]),
-                  _fmt(r["best_eval_return_mean"], r["best_eval_return_std"])]
-        if scored:
-            cells += [_fmt(r["final_eval_normalized_score_mean"], r["final_eval_normalized_score_std"]),
-                      _fmt(r["best_eval_normalized_score_mean"], r["best_eval_normalized_score_std"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\nmean ± std over the finished seeds of each grid point\n"
-
-
-def _plot(path: Path, rows: list[tuple[dict[str, Any], list[list[tuple[float, float]]]]], keys: list[str],
-          title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for row, curves in rows:
-        curves = [c for c in curves if c]
-        if not curves:
-            continue
-        n = min(len(c) for c in curves)  # seeds evaluated at the same updates (same pipeline)
-        x = np.array([p[0] for p in curves[0][:n]])
-        y = np.array([[p[1] for p in c[:n]] for c in curves])
-        label = ", ".join(f"{k.removeprefix('config.')}={row[k]}" for k in keys) or "pipeline"
-        ax.plot(x, y.mean(0), marker="o", label=f"{label} ({len(curves)} seeds)")
-        ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
-    ax.set(xlabel="gradient updates", ylabel="evaluation return", title=f"sweep of {title}: mean ± std over seeds")
-    if ax.lines:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=90)
-    plt.close(fig)
-    replace_file(path, png.getvalue())

@@ -33,9 +33,9 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.algorithms.checkpoint import ReplayEpisodes
-from offlinerl.algorithms.online.config import OnlineConfig
-from offlinerl.algorithms.online.recording import OnlineRecording
+from offlinerl.training.checkpoint import ReplayEpisodes
+from offlinerl.training.online_config import OnlineConfig
+from offlinerl.training.recording import OnlineRecording
 from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import RLModuleSpec

@@ -1,0 +1,183 @@
+"""Job specs: one YAML (or JSON) file = one reproducible job, read into a frozen dataclass.
+
+``JobSpec`` is a training job (``offlinerl train``; the files under ``pipelines/``)::
+
+    algorithm: bc
+    dataset: datasets/cartpole-mixed
+    config: {lr: 1.0e-3, updates_per_iteration: 500, evaluation: {episodes: 10}}
+    stop: {updates: 5000}
+    output: runs
+
+``FinetuneSpec`` is a fine-tuning job (``offlinerl finetune``): a checkpoint, algorithm-config overrides, the
+online settings (``OnlineConfig``), stop conditions and an output directory::
+
+    checkpoint: runs/pendulum-iql-short/checkpoints/final   # or --from
+    config: {updates_per_iteration: 500}
+    online: {env_steps_per_iteration: 1000, online_fraction: 0.5}
+    stop: {iterations: 10}
+    checkpoint_interval: 1                                   # what --resume continues from
+    output: runs
+
+``StopConfig`` is both jobs' ``stop:`` block. ``load_*_run`` read a run directory's ``config.yaml`` back to
+resume it (``offlinerl.jobs.run_dir.read_run``: the rules both share).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.config_io import ConfigError, apply_overrides, from_dict, load_file
+from offlinerl.jobs.run_dir import read_run
+from offlinerl.jobs.selection import check_selection
+from offlinerl.training.online_config import OnlineConfig
+
+__all__ = ["StopConfig", "JobSpec", "load_job_spec", "load_job_run", "FinetuneSpec", "load_finetune_spec",
+           "load_finetune_run", "RUN_INFO_KEYS"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopConfig:
+    """When a job stops: the first condition met (at least one must be set)."""
+
+    iterations: int | None = None
+    """Training iterations (each ``updates_per_iteration`` updates)."""
+    updates: int | None = None
+    """Gradient updates (checked after each iteration)."""
+    wall_time_s: float | None = None
+    """Seconds of training (setup and evaluations excluded: the sum of the iterations' ``perf/iteration_s``)."""
+    eval_return: float | None = None
+    """Stop once an evaluation's mean return reaches this."""
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
+            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
+        for name in ("iterations", "updates"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """One reproducible training job."""
+
+    algorithm: str
+    """Registered algorithm name (``offlinerl.algorithms.registry``): bc, marwil, cql, iql, td3bc, ..."""
+    dataset: str
+    """Episode dataset directory (relative paths: to the working directory, else to the job file)."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Fields of the algorithm's config class (see its docstrings)."""
+    stop: StopConfig
+    """Stop conditions."""
+    output: str = "runs"
+    """Parent directory of run directories."""
+    name: str | None = None
+    """Run name prefix (default: the job file's name)."""
+    checkpoint_interval: int = 0
+    """Also checkpoint every this many iterations (0 = only the final checkpoint)."""
+    checkpoint_keep: int = 0
+    """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_interval", "checkpoint_keep"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
+
+
+def _algorithm_config(spec: JobSpec, where: Path) -> AlgorithmConfig:
+    """``spec.config`` as the config class of ``spec.algorithm`` (``where`` names the file in messages)."""
+    try:
+        algorithm = get_algorithm(spec.algorithm)
+    except KeyError as exc:
+        raise ConfigError(f"{where}: algorithm: {exc.args[0]}") from None
+    return from_dict(algorithm.config_cls, spec.config, "config")
+
+
+def load_job_spec(path: str | Path, overrides: list[str] = ()) -> tuple[JobSpec, AlgorithmConfig]:
+    """Read a training job file (``pipelines/*.yaml``), apply ``key=value`` overrides; returns (the spec, with the
+    dataset path resolved, and its algorithm config)."""
+    path = Path(path)
+    data = apply_overrides(load_file(path), list(overrides))
+    data.setdefault("name", path.stem)
+    spec = from_dict(JobSpec, data)
+    dataset = Path(spec.dataset)
+    if not dataset.is_absolute() and not dataset.exists():
+        for base in (path.parent, path.parent.parent):
+            if (base / dataset).exists():
+                dataset = base / dataset
+                break
+    config = _algorithm_config(spec, path)
+    check_selection(config, spec.checkpoint_interval, dataset)
+    return dataclasses.replace(spec, dataset=str(dataset)), config
+
+
+def load_job_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[JobSpec, AlgorithmConfig, Path]:
+    """``(spec, config, checkpoint)`` to resume the training job in ``run_dir`` from its newest checkpoint
+    (``offlinerl.jobs.run_dir.read_run``: the resume rules shared with ``finetune --resume``)."""
+    data, checkpoint = read_run(run_dir, overrides)
+    spec = from_dict(JobSpec, data)
+    config = _algorithm_config(spec, Path(run_dir) / "config.yaml")
+    check_selection(config, spec.checkpoint_interval, spec.dataset)
+    return spec, config, checkpoint
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneSpec:
+    """One reproducible fine-tuning job."""
+
+    checkpoint: str | None = None
+    """Offline checkpoint to start from (``--from`` overrides it)."""
+    dataset: str | None = None
+    """Offline dataset mixed into the replay; None = the checkpoint's dataset."""
+    config: dict[str, Any] = field(default_factory=dict)
+    """Overrides of the checkpoint's algorithm config (e.g. ``updates_per_iteration``, ``lr``)."""
+    online: OnlineConfig = field(default_factory=OnlineConfig)
+    """Online experience settings."""
+    stop: StopConfig
+    """Stop conditions (iterations, updates, wall_time_s, eval_return)."""
+    output: str = "runs"
+    """Parent directory of run directories."""
+    name: str | None = None
+    """Run name prefix (default: the job file's name)."""
+    checkpoint_interval: int = 0
+    """Also checkpoint every this many iterations, replay included (0 = only the final checkpoint); ``--resume``
+    continues from the newest."""
+    checkpoint_keep: int = 0
+    """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
+    record: str | None = None
+    """Write the online episodes to this new episode dataset (``--record``); None = ``<run>/online-episodes`` if
+    ``online.save_online_episodes``."""
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_interval", "checkpoint_keep"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
+
+
+def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetuneSpec:
+    """Read a fine-tuning job file and apply ``key=value`` overrides and ``--from``."""
+    path = Path(path)
+    data = apply_overrides(load_file(path), list(overrides))
+    data.setdefault("name", path.stem)
+    if checkpoint is not None:
+        data["checkpoint"] = checkpoint
+    spec = from_dict(FinetuneSpec, data)
+    if not spec.checkpoint:
+        raise ConfigError(f"{path}: no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
+    return spec
+
+
+#: Keys ``run_finetune`` writes into a run's config.yaml beside the spec's own.
+RUN_INFO_KEYS = ("algorithm", "resolved_config")
+
+
+def load_finetune_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[FinetuneSpec, Path]:
+    """``(spec, checkpoint)`` to resume the fine-tuning job in ``run_dir`` from its newest checkpoint."""
+    data, checkpoint = read_run(run_dir, overrides)
+    spec = from_dict(FinetuneSpec, {k: v for k, v in data.items() if k not in RUN_INFO_KEYS})
+    return spec, checkpoint

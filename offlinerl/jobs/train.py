@@ -1,0 +1,157 @@
+"""``offlinerl train``: a training job spec (``offlinerl.jobs.spec.JobSpec``, a file under ``pipelines/``) ->
+a run directory.
+
+``run_train`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
+``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
+``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``ray_nodes``: where the
+learners and the validation tasks ran; and ``selection`` when
+``config.evaluation.ope`` selects a checkpoint by OPE on ``config.data.holdout``:
+``offlinerl.jobs.selection``). The training loop
+itself is the one job loop, ``offlinerl.jobs.loop.run_job``, and the run directory is opened by
+``offlinerl.jobs.run_dir.open_run``: both shared with ``offlinerl finetune``.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.config_io import to_dict
+from offlinerl.episodes.atomic import replace_file
+from offlinerl.episodes.validate import require_schema, require_valid
+from offlinerl.jobs.loop import Progress, run_job, write_result
+from offlinerl.jobs.run_dir import open_run
+from offlinerl.jobs.selection import format_selection, select_checkpoint
+from offlinerl.jobs.spec import JobSpec
+from offlinerl.training.algorithm import Algorithm
+
+__all__ = ["run_train", "RUN_FILES"]
+
+RUN_FILES = ("config.yaml", "metrics.jsonl", "result.json", "learning_curve.png")
+
+
+def _scores(dataset: str, values: Mapping[str, float | None]) -> dict[str, float]:
+    try:
+        from offlinerl.scoring import score_for_dataset
+    except ImportError:
+        return {}
+    out = {}
+    for key, value in values.items():
+        if value is not None:
+            score = score_for_dataset(value, dataset)
+            if score is not None:
+                out[key.replace("_return", "_normalized_score")] = score
+    return out
+
+
+def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evals = [(h["learner/updates"], h["eval/return_mean"], h.get("eval/return_std", 0.0)) for h in history if "eval/return_mean" in h]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    if evals:
+        x, y, s = zip(*evals)
+        axes[0].plot(x, y, marker="o")
+        axes[0].fill_between(x, [a - b for a, b in zip(y, s)], [a + b for a, b in zip(y, s)], alpha=0.2)
+    axes[0].set(xlabel="gradient updates", ylabel="evaluation return", title=title)
+    for key in sorted({k for h in history for k in h if k.startswith("losses/")}):
+        pts = [(h["learner/updates"], h[key]) for h in history if key in h]
+        axes[1].plot(*zip(*pts), label=key.split("/", 1)[1])
+    axes[1].set(xlabel="gradient updates", ylabel="loss", title="losses")
+    axes[1].legend()
+    fig.tight_layout()
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=90)
+    plt.close(fig)
+    replace_file(path, image.getvalue())  # never a half-written PNG
+
+
+def _why_no_env(algo: Algorithm) -> str:
+    if algo.offline_data.multi_module:
+        return f"the dataset holds {len(algo.offline_data.module_ids)} modules (env evaluation is single-agent)"
+    return "the dataset names no env and the pipeline sets no evaluation.env"
+
+
+def run_train(
+    spec: JobSpec,
+    config: AlgorithmConfig,
+    *,
+    run_dir: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    address: str | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    skip_validation: bool = False,
+    started_at: float | None = None,
+) -> dict[str, Any]:
+    """Validate the dataset (unless ``skip_validation``: for data already validated), then train until a stop
+    condition, evaluate, checkpoint; return (and write) ``result.json``.
+
+    ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed
+    job: state, counters and ``metrics.jsonl`` up to that checkpoint are kept, and
+    the rest runs as the uninterrupted job would have. ``started_at`` (``time.time()``, default: now): when
+    the job started, e.g. the command (``first_update_s`` counts from it). Raises ``InvalidDatasetError``
+    (before the run directory exists) and ``NonFiniteLossError``.
+    """
+    from offlinerl.ray_utils import init_ray
+
+    t_start = time.time() if started_at is None else started_at
+    init_ray(address)
+    validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset)
+    if validation is not None and validation.cached:
+        log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
+    run, algo = open_run(
+        spec.output, spec.name, run_dir, resume_from,
+        config={**to_dict(spec), "config": config.to_dict()},  # written first: it names the job being built
+        start=lambda: Algorithm(spec.algorithm, config, spec.dataset, validate_data=False),
+        resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, validate_data=False))
+    if resume_from is not None:
+        log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
+    nodes = algo.ray_nodes(validation)
+    if not algo.can_evaluate:
+        log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
+            "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")
+    stop = spec.stop
+    total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
+    try:
+        job = run_job(
+            algo, run, stop, t_start=t_start,
+            progress=Progress(desc=f"{spec.algorithm} {Path(spec.dataset).name}", unit="upd", total=total)
+            if progress else None,
+            checkpoint_interval=spec.checkpoint_interval, checkpoint_keep=spec.checkpoint_keep,
+            resumed=resume_from is not None, last_good=resume_from,
+            resume_command=f"offlinerl train --resume {run}", log=log,
+        )
+    finally:
+        algo.stop()
+    _plot(job.history, run / "learning_curve.png", f"{spec.algorithm} on {Path(spec.dataset).name}")
+    final_return = algo.last_eval.get("eval/return_mean")
+    result = {
+        "algorithm": spec.algorithm,
+        "dataset": spec.dataset,
+        "env": algo.config.evaluation.env or algo.offline_data.info.env_id,
+        "iterations": algo.iteration,
+        "updates": algo.num_updates,
+        "updates_per_s": algo.num_updates / job.train_s if job.train_s > 0 else None,
+        "train_time_s": job.train_s,
+        "first_update_s": job.first_update_s,
+        "final_eval_return": final_return,
+        "final_eval_return_std": algo.last_eval.get("eval/return_std"),
+        "best_eval_return": algo.best_eval_return,
+        "eval_episodes": int(algo.last_eval.get("eval/episodes", 0)),
+        "checkpoint": str(job.checkpoint),
+        "run_dir": str(run),
+        **_scores(spec.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),
+        "ray_nodes": nodes,
+    }
+    if algo.config.evaluation.ope is not None:  # after the loop and algo.stop(): selection never slows training
+        result["selection"] = select_checkpoint(run, spec.dataset, algo.config, job.history)
+        format_selection(result["selection"], log)
+    write_result(run, result)
+    return result
