@@ -11,7 +11,7 @@
 
 Every constant (weights, statistics, bounds) is a parameter or buffer, so a traced or exported
 copy needs nothing else. Each step repeats the numpy connector's arithmetic in the same order and
-precision; ``tests/algorithms/test_export_policy.py`` holds the exported files to the Python path.
+precision; ``tests/export/test_export_policy.py`` holds the exported files to the Python path.
 
 Inputs (``policy_inputs``): a plain space is one input named ``obs``; a Dict or Tuple space is one
 input per leaf named by its dotted path (``obs.pos``, ``obs.cam.img``, ``obs.0``), in the order of

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from offlinerl.cli import main
-from tests.algorithms.test_export_policy import BOX, write_untrained_checkpoint
+from tests.export.test_export_policy import BOX, write_untrained_checkpoint
 
 PROG = "offlinerl export policy"
 

@@ -10,7 +10,7 @@ import pytest
 
 from offlinerl.cli import main
 from offlinerl.episodes import write_dataset
-from tests.algorithms.test_export_policy import write_untrained_checkpoint
+from tests.export.test_export_policy import write_untrained_checkpoint
 from tests.episodes.builders import make_episode
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
