@@ -113,7 +113,7 @@ def test_convert_validate_train_and_sweep_join_the_cluster_and_use_both_nodes(cl
     out, timings["sweep"] = _offlinerl(env, "sweep", job, "--grid", "config.lr=1e-3,3e-4", "--set",
                                        "config.num_learners=1", "--max-concurrent", "2", "-o", sweep,
                                        "--no-progress", "--skip-validation", "--address", address)
-    assert "| 1e-3 | 1/1 |" in out and "| 3e-4 | 1/1 |" in out
+    assert "| 0.001 | 1/1 |" in out and "| 0.0003 | 1/1 |" in out  # grid values are numbers, shown as such
     summary = json.loads((sweep / "summary.json").read_text())
     results = [json.loads(p.read_text()) for p in sorted((sweep / "trials").glob("*/result.json"))]
     assert len(results) == 2 and all(r["updates"] == 100 and set(r["ray_nodes"]["cluster"]) == cluster_nodes
