@@ -34,6 +34,7 @@ from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.settings_file import plain_json
 from offlinerl.trusted import allow_env_packages
+from offlinerl.core import metrics as M
 
 __all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "BENCHMARK_FILE"]
 
@@ -145,8 +146,8 @@ def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]
         metrics = trial.parent / "metrics.jsonl"
         for line in metrics.read_text().splitlines() if metrics.is_file() else []:
             record = json.loads(line)
-            if isinstance(record.get("eval/return_mean"), (int, float)):
-                curve.append((float(record["learner/updates"]), score(record["eval/return_mean"])))
+            if isinstance(record.get(M.EVAL_RETURN_MEAN), (int, float)):
+                curve.append((float(record[M.UPDATES]), score(record[M.EVAL_RETURN_MEAN])))
         best = result.get("best_eval_return")
         runs.append({"trial": trial.parent.name, "updates": result.get("updates"),
                      "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),

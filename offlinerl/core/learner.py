@@ -31,6 +31,7 @@ from torch import nn
 
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
+from offlinerl.core import metrics as M
 
 __all__ = ["Learner", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
 
@@ -148,7 +149,7 @@ class Learner:
                         f"optimizers: {sorted(n for m, n in self._optimizers if m == mid)}"
                     )
                 losses[(mid, name)] = loss
-                metrics[f"{prefix}losses/{name}"] = loss.detach()
+                metrics[M.loss(name, None if single else mid)] = loss.detach()
             for k, v in out.metrics.items():
                 metrics[f"{prefix}{k}"] = v.detach()
         if hold:
@@ -195,8 +196,7 @@ class Learner:
             mid, name = key
             if clip:
                 norm = torch.nn.utils.clip_grad_norm_(self._params[key], clip)
-                label = f"learner/grad_norm/{name}" if single else f"{mid}/learner/grad_norm/{name}"
-                metrics[label] = norm.detach()
+                metrics[M.grad_norm(name, None if single else mid)] = norm.detach()
             self._optimizers[key].step()
 
     def run_updates(self, source: BatchSource, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
@@ -220,9 +220,9 @@ class Learner:
         assert names is not None
         values = (torch.stack(sums) / num_updates).tolist()
         out = dict(zip(names, values))
-        out["learner/updates"] = float(self.timestep)
+        out[M.UPDATES] = float(self.timestep)
         if first:  # once: the job reports the time from its start to here (``job.run_job``)
-            out["perf/first_update_at"] = self.first_update_at
+            out[M.FIRST_UPDATE_AT] = self.first_update_at
         return out
 
     # -- state -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from offlinerl.episodes.io import load_episodes, write_dataset
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, PolicyFactory, random_policy_factory
 from offlinerl.env.env_runner_group import EnvRunnerGroup
-from offlinerl.env.evaluation import episode_metrics
+from offlinerl.core.metrics import episode_metrics
 from offlinerl.trusted import env_spec_of
 
 __all__ = ["CollectConfig", "collect", "check_collected_dataset", "env_spec_json"]

@@ -17,7 +17,8 @@ import numpy as np
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, EnvRunner, PolicyFactory
-from offlinerl.env.evaluation import episode_metrics
+from offlinerl.core.metrics import episode_metrics
+from offlinerl.core import metrics as M
 
 __all__ = ["EnvRunnerGroup"]
 
@@ -177,7 +178,7 @@ class EnvRunnerGroup:
         args = [((None if seed is None else seed + 1000 * (i + 1),), {}) for i in range(len(self._actors))]
         self._call_all("reset", args)
 
-    def evaluate(self, num_episodes: int, seed: int = 10_000, prefix: str = "eval") -> dict[str, float]:
+    def evaluate(self, num_episodes: int, seed: int = 10_000, prefix: str = M.EVAL) -> dict[str, float]:
         """``num_episodes`` ``forward_inference`` episodes, episode ``j`` reset with ``seed + j``.
 
         The same weights and seed always give the same episodes, whatever the
@@ -207,9 +208,9 @@ class EnvRunnerGroup:
 
     def get_metrics(self) -> dict[str, float]:
         """Episodes completed and env steps since the last call, plus the cumulative restart count."""
-        out = episode_metrics(self._returns, self._lengths, "env_runners/episode")
-        out["env_runners/num_env_steps"] = self._num_env_steps
-        out["env_runners/num_restarts"] = self.num_restarts
+        out = episode_metrics(self._returns, self._lengths, M.RUNNER_EPISODE)
+        out[M.RUNNER_ENV_STEPS] = self._num_env_steps
+        out[M.RUNNER_RESTARTS] = self.num_restarts
         self._returns, self._lengths, self._num_env_steps = [], [], 0
         return out
 

@@ -9,7 +9,7 @@ starts with ``reset(seed=seeds[j])`` in a free env; episodes run side by side,
 one env each, with one batched forward per step over the running ones.
 Separate envs (not a gymnasium vector env) so auto-reset never mixes episodes,
 and an evaluation is deterministic given the weights and the seeds, whatever
-the number of envs or runners. ``episode_metrics`` names the numbers.
+the number of envs or runners. ``episode_metrics`` (``offlinerl.core.metrics``) names the numbers.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import torch
 
 from offlinerl.connectors import ConnectorPipeline, module_to_env_pipeline
 from offlinerl.core import columns as C
+from offlinerl.core import metrics as M
+from offlinerl.core.metrics import episode_metrics
 from offlinerl.core.rl_module import MultiRLModule, RLModule
 from offlinerl.episodes.arrow import batch_concat, batch_map
 from offlinerl.trusted import make_env
@@ -30,21 +32,6 @@ __all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metric
 
 #: ``batch of observations (one row per running episode) -> actions for the envs``.
 ActFn = Callable[[Any], Any]
-
-
-def episode_metrics(returns: Sequence[float], lengths: Sequence[int], prefix: str) -> dict[str, float]:
-    """``{prefix}/return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``, ``episodes``."""
-    if not len(returns):
-        return {f"{prefix}/episodes": 0}
-    r = np.asarray(returns, dtype=np.float64)
-    return {
-        f"{prefix}/return_mean": float(r.mean()),
-        f"{prefix}/return_std": float(r.std()),
-        f"{prefix}/return_min": float(r.min()),
-        f"{prefix}/return_max": float(r.max()),
-        f"{prefix}/length_mean": float(np.mean(lengths)),
-        f"{prefix}/episodes": len(returns),
-    }
 
 
 def _stack(observations: list[Any]) -> Any:
@@ -91,7 +78,7 @@ def run_episodes(envs: Sequence[gym.Env], act: ActFn, seeds: Sequence[int]) -> t
 def evaluate_module(module: RLModule | MultiRLModule, env_id: str, env_to_module: ConnectorPipeline,
                     **kwargs: Any) -> dict[str, float]:
     """``episode_metrics`` (prefix ``eval``) of ``module_episodes`` (same arguments)."""
-    return episode_metrics(*module_episodes(module, env_id, env_to_module, **kwargs), "eval")
+    return episode_metrics(*module_episodes(module, env_id, env_to_module, **kwargs), M.EVAL)
 
 
 @torch.no_grad()

@@ -30,6 +30,7 @@ from offlinerl.jobs.spec import FinetuneSpec
 from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
 from offlinerl.training.recording import OnlineRecording, close_episodes
+from offlinerl.core import metrics as M
 
 __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 
@@ -66,17 +67,17 @@ def _curve(history: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
     """``{env_steps, updates, eval_return}`` of every evaluation, in order."""
     out, steps = [], 0.0
     for h in history:
-        steps = h.get("online/env_steps", steps)
-        if h.get("eval/return_mean") is not None:
-            out.append({"env_steps": int(steps), "updates": int(h["learner/updates"]),
-                        "eval_return": h["eval/return_mean"]})
+        steps = h.get(M.ENV_STEPS, steps)
+        if h.get(M.EVAL_RETURN_MEAN) is not None:
+            out.append({"env_steps": int(steps), "updates": int(h[M.UPDATES]),
+                        "eval_return": h[M.EVAL_RETURN_MEAN]})
     return out
 
 
 def _checkpoint_eval(path: str | None) -> float | None:
     """The evaluation return the starting checkpoint recorded (None: none, or the checkpoint is gone)."""
     try:
-        return (load_checkpoint(path).meta.get("last_eval") or {}).get("eval/return_mean")
+        return (load_checkpoint(path).meta.get("last_eval") or {}).get(M.EVAL_RETURN_MEAN)
     except CheckpointError:
         return None
 
@@ -148,7 +149,7 @@ def run_finetune(
             initial = algo.evaluate()
             log(f"loaded {spec.checkpoint} ({algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
                 + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
-            first_records = [{"iteration": 0.0, "learner/updates": float(algo.num_updates), "online/env_steps": 0.0,
+            first_records = [{M.ITERATION: 0.0, M.UPDATES: float(algo.num_updates), M.ENV_STEPS: 0.0,
                               **initial}]
         job = run_job(
             algo, run, spec.stop, t_start=t_start,
@@ -162,16 +163,16 @@ def run_finetune(
         algo.stop()
     info = recording.write(destination, overwrite=overwrite or destination == run / "online-episodes") \
         if recording is not None else None
-    initial_eval = next((h["eval/return_mean"] for h in job.history if h.get("iteration") == 0
-                         and h.get("eval/return_mean") is not None), None)
+    initial_eval = next((h[M.EVAL_RETURN_MEAN] for h in job.history if h.get(M.ITERATION) == 0
+                         and h.get(M.EVAL_RETURN_MEAN) is not None), None)
     result = {
         "algorithm": algo.name,
         "from_checkpoint": str(spec.checkpoint),
         "env": algo.online_env_id(),
         "checkpoint_eval_return": checkpoint_eval,
         "initial_eval_return": initial_eval,
-        "final_eval_return": algo.last_eval.get("eval/return_mean"),
-        "final_eval_return_std": algo.last_eval.get("eval/return_std"),
+        "final_eval_return": algo.last_eval.get(M.EVAL_RETURN_MEAN),
+        "final_eval_return_std": algo.last_eval.get(M.EVAL_RETURN_STD),
         "best_eval_return": algo.best_eval_return,
         "iterations": algo.iteration,
         "updates": algo.num_updates,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from offlinerl.config_io import to_finite_json
+from offlinerl.core import metrics as M
 
 __all__ = ["NonFiniteLossError", "check_losses", "metrics_json"]
 
@@ -50,15 +51,15 @@ def _describe(terms: Mapping[str, float]) -> str:
 
 def _loss_name(key: str) -> str:
     """``losses/critic`` -> ``'critic'``; ``agent_0/losses/critic`` -> ``'critic' of module 'agent_0'``."""
-    module, _, name = key.rpartition("losses/")
-    return f"{name!r}" + (f" of module {module.rstrip('/')!r}" if module else "")
+    module, name = M.loss_term(key)
+    return f"{name!r}" + (f" of module {module!r}" if module else "")
 
 
 def check_losses(metrics: Mapping[str, Any], *, updates_before: int,
                  last_checkpoint: str | Path | None) -> None:
     """Raise :class:`NonFiniteLossError` if any ``[<module>/]losses/<name>`` metric of one iteration is not finite."""
     bad = {_loss_name(k): v for k, v in metrics.items()
-           if "losses/" in k and isinstance(v, (int, float)) and not math.isfinite(v)}
+           if M.is_loss(k) and isinstance(v, (int, float)) and not math.isfinite(v)}
     if bad:
-        updates = (updates_before + 1, int(metrics.get("learner/updates", updates_before)))
-        raise NonFiniteLossError(bad, int(metrics.get("iteration", 0)), updates, last_checkpoint)
+        updates = (updates_before + 1, int(metrics.get(M.UPDATES, updates_before)))
+        raise NonFiniteLossError(bad, int(metrics.get(M.ITERATION, 0)), updates, last_checkpoint)

@@ -27,6 +27,7 @@ from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.guards import NonFiniteLossError, check_losses
 from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.jobs.spec import StopConfig
+from offlinerl.core import metrics as M
 
 __all__ = ["Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
 
@@ -92,7 +93,7 @@ def should_stop(stop: StopConfig, trainable: Trainable, metrics: Mapping[str, An
         return True
     if stop.wall_time_s is not None and train_s >= stop.wall_time_s:
         return True
-    return stop.eval_return is not None and metrics.get("eval/return_mean", -math.inf) >= stop.eval_return
+    return stop.eval_return is not None and metrics.get(M.EVAL_RETURN_MEAN, -math.inf) >= stop.eval_return
 
 
 def write_result(run: Path, result: Mapping[str, Any]) -> None:
@@ -135,7 +136,7 @@ def run_job(
         metrics.append(dict(record))
     writer = SummaryWriter(str(run / "tensorboard"))
     bar = _progress_bar(progress, trainable)
-    train_s = sum(float(h.get("perf/iteration_s") or 0.0) for h in metrics.history)
+    train_s = sum(float(h.get(M.ITERATION_S) or 0.0) for h in metrics.history)
     first_update_s = None
     ckpt = None
     try:
@@ -143,14 +144,14 @@ def run_job(
         while not (resumed and should_stop(stop, trainable, last, train_s)):
             updates_before, iteration_before = trainable.num_updates, trainable.iteration
             last = trainable.train()
-            train_s += float(last.get("perf/iteration_s") or 0.0)
+            train_s += float(last.get(M.ITERATION_S) or 0.0)
             now = time.time() - t_start
-            first_at = last.pop("perf/first_update_at", None)
+            first_at = last.pop(M.FIRST_UPDATE_AT, None)
             if first_update_s is None:
                 first_update_s = now if first_at is None else first_at - t_start
-            last["time/total_s"] = now
+            last[M.TOTAL_S] = now
             metrics.append(last)
-            step = int(last["learner/updates"])
+            step = int(last[M.UPDATES])
             for key, value in last.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     writer.add_scalar(key, value, step)
@@ -167,9 +168,9 @@ def run_job(
             if should_stop(stop, trainable, last, train_s):
                 break
         ckpt = trainable.save_checkpoint(run / "checkpoints" / "final", overwrite=True)
-        if trainable.can_evaluate and "eval/return_mean" not in (metrics.history[-1] if metrics.history else {}):
+        if trainable.can_evaluate and M.EVAL_RETURN_MEAN not in (metrics.history[-1] if metrics.history else {}):
             final = trainable.evaluate()
-            metrics.append({"iteration": float(trainable.iteration), "learner/updates": float(trainable.num_updates),
+            metrics.append({M.ITERATION: float(trainable.iteration), M.UPDATES: float(trainable.num_updates),
                             **final})
             trainable.save_checkpoint(ckpt, overwrite=True)  # now with the evaluation in algorithm.json
     except BaseException as exc:
@@ -197,14 +198,14 @@ def _postfix(metrics: Mapping[str, Any], last_eval: Mapping[str, float], most: i
     """Up to ``most`` loss terms (``[<module>/]losses/<name>``), updates/s, online env steps, the newest evaluation."""
     out: dict[str, str] = {}
     for key, value in metrics.items():
-        if "losses/" in key and isinstance(value, float) and len(out) < most:
-            out.setdefault(key.split("losses/", 1)[1], f"{value:.3g}")
-    if "perf/updates_per_s" in metrics:
+        if M.is_loss(key) and isinstance(value, float) and len(out) < most:
+            out.setdefault(key.split(M.LOSSES, 1)[1], f"{value:.3g}")
+    if M.UPDATES_PER_S in metrics:
         out["upd/s"] = f"{metrics['perf/updates_per_s']:.0f}"
-    if "online/env_steps" in metrics:
-        out["steps"] = str(int(metrics["online/env_steps"]))
-    if last_eval.get("eval/return_mean") is not None:
-        out["eval"] = f"{last_eval['eval/return_mean']:.1f}"
+    if M.ENV_STEPS in metrics:
+        out["steps"] = str(int(metrics[M.ENV_STEPS]))
+    if last_eval.get(M.EVAL_RETURN_MEAN) is not None:
+        out["eval"] = f"{last_eval[M.EVAL_RETURN_MEAN]:.1f}"
     return out
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence, TextIO, TypeVar
 import yaml
 
 from offlinerl.config_io import ConfigError, apply_overrides, load_file
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
 from offlinerl.jobs.guards import metrics_json
 from offlinerl.training.checkpoint import METADATA_FILE, CheckpointError
@@ -204,7 +205,7 @@ class MetricsLog:
                     record = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut short by a kill
-                if isinstance(record, dict) and record.get("iteration", 0) <= resume_at_iteration:
+                if isinstance(record, dict) and record.get(M.ITERATION, 0) <= resume_at_iteration:
                     self.history.append(record)
         replace_file(self.path, "".join(self._line(r) for r in self.history))  # a kill leaves the old or the new
         try:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError
 from offlinerl.jobs.run_dir import list_checkpoints
+from offlinerl.core import metrics as M
 
 __all__ = ["check_selection", "select_checkpoint", "format_selection"]
 
@@ -55,8 +56,8 @@ def select_checkpoint(run: Path, dataset: str | Path, config: Any, history: Sequ
     ope = OPEConfig(methods=(ev.ope,), gamma=min(config.gamma, 0.999),
                     fqe=FQEConfig(num_updates=ev.ope_updates, seed=config.seed), seed=config.seed)
     report = ope_checkpoints([p for _, (_, p) in ckpts], dataset, ope, validate=False, holdout=config.data.holdout)
-    env_returns = {int(h["iteration"]): h["eval/return_mean"] for h in history
-                   if "iteration" in h and h.get("eval/return_mean") is not None}
+    env_returns = {int(h[M.ITERATION]): h[M.EVAL_RETURN_MEAN] for h in history
+                   if M.ITERATION in h and h.get(M.EVAL_RETURN_MEAN) is not None}
     rows = []
     for (updates, (iteration, path)), result in zip(ckpts, report["results"]):
         (est,) = result["methods"]

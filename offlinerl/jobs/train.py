@@ -27,6 +27,7 @@ from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec
 from offlinerl.training.algorithm import Algorithm
+from offlinerl.core import metrics as M
 
 __all__ = ["run_train", "RUN_FILES"]
 
@@ -53,15 +54,15 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evals = [(h["learner/updates"], h["eval/return_mean"], h.get("eval/return_std", 0.0)) for h in history if "eval/return_mean" in h]
+    evals = [(h[M.UPDATES], h[M.EVAL_RETURN_MEAN], h.get(M.EVAL_RETURN_STD, 0.0)) for h in history if M.EVAL_RETURN_MEAN in h]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     if evals:
         x, y, s = zip(*evals)
         axes[0].plot(x, y, marker="o")
         axes[0].fill_between(x, [a - b for a, b in zip(y, s)], [a + b for a, b in zip(y, s)], alpha=0.2)
     axes[0].set(xlabel="gradient updates", ylabel="evaluation return", title=title)
-    for key in sorted({k for h in history for k in h if k.startswith("losses/")}):
-        pts = [(h["learner/updates"], h[key]) for h in history if key in h]
+    for key in sorted({k for h in history for k in h if k.startswith(M.LOSSES)}):
+        pts = [(h[M.UPDATES], h[key]) for h in history if key in h]
         axes[1].plot(*zip(*pts), label=key.split("/", 1)[1])
     axes[1].set(xlabel="gradient updates", ylabel="loss", title="losses")
     axes[1].legend()
@@ -131,7 +132,7 @@ def run_train(
     finally:
         algo.stop()
     _plot(job.history, run / "learning_curve.png", f"{spec.algorithm} on {Path(spec.dataset).name}")
-    final_return = algo.last_eval.get("eval/return_mean")
+    final_return = algo.last_eval.get(M.EVAL_RETURN_MEAN)
     result = {
         "algorithm": spec.algorithm,
         "dataset": spec.dataset,
@@ -142,9 +143,9 @@ def run_train(
         "train_time_s": job.train_s,
         "first_update_s": job.first_update_s,
         "final_eval_return": final_return,
-        "final_eval_return_std": algo.last_eval.get("eval/return_std"),
+        "final_eval_return_std": algo.last_eval.get(M.EVAL_RETURN_STD),
         "best_eval_return": algo.best_eval_return,
-        "eval_episodes": int(algo.last_eval.get("eval/episodes", 0)),
+        "eval_episodes": int(algo.last_eval.get(M.EVAL_EPISODES, 0)),
         "checkpoint": str(job.checkpoint),
         "run_dir": str(run),
         **_scores(spec.dataset, {"final_eval_return": final_return, "best_eval_return": algo.best_eval_return}),

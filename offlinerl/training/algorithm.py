@@ -51,9 +51,10 @@ from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
 from offlinerl.env.env_check import check_env
-from offlinerl.env.evaluation import episode_metrics, module_episodes
+from offlinerl.env.evaluation import module_episodes
 from offlinerl.episodes.spaces import space_to_json
 from offlinerl.episodes.validate import require_valid
+from offlinerl.core import metrics as M
 
 __all__ = ["Algorithm"]
 
@@ -194,13 +195,13 @@ class Algorithm:
         self.weights_seq_no += 1
         metrics.update(self.experience.metrics())
         metrics.update({
-            "online/env_steps": float(self.env_steps),
-            "online/replay_size": float(self.experience.replay_size),
-            "online/weights_seq_no": float(self.weights_seq_no),
-            "online/policy_held": float(warmup),
-            "perf/sample_s": t1 - t0,
-            "perf/replay_add_s": t2 - t1,
-            "perf/update_s": t3 - t2,
+            M.ENV_STEPS: float(self.env_steps),
+            M.REPLAY_SIZE: float(self.experience.replay_size),
+            M.WEIGHTS_SEQ_NO: float(self.weights_seq_no),
+            M.POLICY_HELD: float(warmup),
+            M.SAMPLE_S: t1 - t0,
+            M.REPLAY_ADD_S: t2 - t1,
+            M.UPDATE_S: t3 - t2,
         })
         return metrics
 
@@ -212,16 +213,16 @@ class Algorithm:
             metrics = dict(self.training_step())
         elapsed = time.perf_counter() - t0
         self.iteration += 1
-        updates = int(metrics.get("learner/updates", self.num_updates + self.config.updates_per_iteration))
+        updates = int(metrics.get(M.UPDATES, self.num_updates + self.config.updates_per_iteration))
         done = updates - self.num_updates
         self.num_updates = updates
-        update_s = metrics.get("perf/update_s", elapsed)
+        update_s = metrics.get(M.UPDATE_S, elapsed)
         metrics.update({
-            "iteration": float(self.iteration),
-            "learner/updates": float(updates),
-            "perf/updates_per_s": done / update_s if update_s > 0 else 0.0,
-            "perf/samples_per_s": done * self.config.train_batch_size * max(1, self.config.num_learners) / elapsed if elapsed > 0 else 0.0,
-            "perf/iteration_s": elapsed,
+            M.ITERATION: float(self.iteration),
+            M.UPDATES: float(updates),
+            M.UPDATES_PER_S: done / update_s if update_s > 0 else 0.0,
+            M.SAMPLES_PER_S: done * self.config.train_batch_size * max(1, self.config.num_learners) / elapsed if elapsed > 0 else 0.0,
+            M.ITERATION_S: elapsed,
         })
         weights = self.sync_weights()
         if self.gate is not None and self.iteration % self.online.gate_interval == 0:
@@ -264,10 +265,10 @@ class Algorithm:
         self.eval_module.load_state_dict(self.gate.weights)
         steps = sum(deployed_lengths) + sum(lengths)
         self.env_steps += steps
-        return {"online/env_steps": float(self.env_steps), "online/gate_env_steps": float(steps),
-                "online/candidate_return": float(np.mean(candidate)), "online/deployed_return": float(np.mean(deployed)),
-                "online/gate_diff": diff, "online/gate_diff_se": se,
-                "online/promoted": float(promoted), "online/promotions": float(self.gate.promotions)}
+        return {M.ENV_STEPS: float(self.env_steps), M.GATE_ENV_STEPS: float(steps),
+                M.CANDIDATE_RETURN: float(np.mean(candidate)), M.DEPLOYED_RETURN: float(np.mean(deployed)),
+                M.GATE_DIFF: diff, M.GATE_DIFF_SE: se,
+                M.PROMOTED: float(promoted), M.PROMOTIONS: float(self.gate.promotions)}
 
     def set_weights(self, weights: Mapping[str, Any], strict: bool = True) -> None:
         """Load module weights (a MultiRLModule state; ``strict=False``: a subset, e.g. a BC policy into a MARWIL
@@ -334,8 +335,8 @@ class Algorithm:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.interval=0")
         ev = self.config.evaluation
-        out = episode_metrics(*self._play(episodes or ev.episodes, ev.seed), "eval")  # the evaluation module's policy
-        ret = out["eval/return_mean"]
+        out = M.episode_metrics(*self._play(episodes or ev.episodes, ev.seed), M.EVAL)  # the evaluation module's policy
+        ret = out[M.EVAL_RETURN_MEAN]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
         return out

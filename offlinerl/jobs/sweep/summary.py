@@ -13,6 +13,7 @@ from typing import Any
 from offlinerl.config_io import to_finite_json
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.sweep.plan import TRIALS, SweepSpec
+from offlinerl.core import metrics as M
 
 __all__ = ["summarize"]
 
@@ -70,8 +71,8 @@ def _eval_curve(path: Path) -> list[tuple[float, float]]:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(r.get("eval/return_mean"), (int, float)):
-            out.append((float(r["learner/updates"]), float(r["eval/return_mean"])))
+        if isinstance(r.get(M.EVAL_RETURN_MEAN), (int, float)):
+            out.append((float(r[M.UPDATES]), float(r[M.EVAL_RETURN_MEAN])))
     return out
 
 
