@@ -32,8 +32,8 @@ def checkpoint_policy(path: str | Path, env: str | None = None, env_kwargs: Mapp
     info = {
         "policy": str(path),
         "algorithm": ckpt.algorithm,
-        "checkpoint_iteration": ckpt.meta.get("iteration"),
-        "checkpoint_updates": ckpt.meta.get("num_updates"),
-        "checkpoint_dataset": ckpt.meta.get("dataset"),
+        "checkpoint_iteration": ckpt.meta.iteration,
+        "checkpoint_updates": ckpt.meta.num_updates,
+        "checkpoint_dataset": ckpt.meta.dataset,
     }
     return ModulePolicyFactory(spec, weights), connectors, info

@@ -23,11 +23,11 @@ def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: i
         raise ValueError(f"{path}: holds {len(ckpt.module_ids)} modules ({', '.join(ckpt.module_ids)}); "
                          "evaluation runs single-agent envs")
     ev = ckpt.config.evaluation
-    env_id = env or ev.env or ckpt.meta.get("env_id")
+    env_id = env or ev.env or ckpt.meta.env_id
     if not env_id:
         raise ValueError(f"{path}: the checkpoint names no env; pass --env")
     if env_kwargs is None:  # the task the job evaluated on (the dataset's recorded one), unless --env names another
-        recorded = ckpt.meta.get("env_kwargs")
+        recorded = ckpt.meta.env_kwargs
         env_kwargs = {} if env is not None else dict(recorded) if isinstance(recorded, dict) else dict(ev.env_kwargs)
     check_env(env_id, ckpt.observation_space, ckpt.action_space, env_kwargs, trusted=env is not None,
               what=f"the checkpoint {path}")

@@ -81,7 +81,7 @@ def policy_metadata(ckpt: Checkpoint, policy: DeployedPolicy, fmt: str) -> dict[
     return {
         "format": POLICY_FORMAT, "format_version": POLICY_FORMAT_VERSION, "runtime": fmt,
         "offlinerl_version": __version__, "checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm,
-        "module_id": policy.module_id, "iteration": ckpt.meta["iteration"], "num_updates": ckpt.meta["num_updates"],
+        "module_id": policy.module_id, "iteration": ckpt.meta.iteration, "num_updates": ckpt.meta.num_updates,
         "normalize_observations": policy.normalize,
         "observation_space": space_to_json(ckpt.observation_space), "action_space": space_to_json(ckpt.action_space),
         "inputs": [spec.to_json() for spec in policy_inputs(ckpt.observation_space)],

@@ -43,14 +43,14 @@ def start_online(spec: FinetuneSpec, validate_data: bool = False) -> Algorithm:
     MARWIL: the config fields both have, the policy weights and the connector state carry over)."""
     ckpt = load_checkpoint(spec.checkpoint)
     meta = ckpt.meta
-    target = spec.online.algorithm or meta["algorithm"]
-    if target == meta["algorithm"]:
+    target = spec.online.algorithm or meta.algorithm
+    if target == meta.algorithm:
         return Algorithm.from_checkpoint(ckpt, dataset=spec.dataset, overrides=spec.config,
                                          online=spec.online, resume=False, validate_data=validate_data)
     algorithm = get_algorithm(target)
-    shared = {k: v for k, v in meta["config"].items() if k in algorithm.config_cls.__dataclass_fields__}
+    shared = {k: v for k, v in meta.config.items() if k in algorithm.config_cls.__dataclass_fields__}
     config = algorithm.config_cls.from_dict({**shared, **spec.config})
-    algo = Algorithm(target, config, spec.dataset or meta["dataset"], connector_state=meta["connector_state"],
+    algo = Algorithm(target, config, spec.dataset or meta.dataset, connector_state=meta.connector_state,
                      validate_data=validate_data, online=spec.online)
     try:
         algo.set_weights(ckpt.trained_module.state_dict(), strict=False)  # checked: shapes, finite values
@@ -77,7 +77,7 @@ def _curve(history: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
 def _checkpoint_eval(path: str | None) -> float | None:
     """The evaluation return the starting checkpoint recorded (None: none, or the checkpoint is gone)."""
     try:
-        return (load_checkpoint(path).meta.get("last_eval") or {}).get(M.EVAL_RETURN_MEAN)
+        return load_checkpoint(path).meta.last_eval.get(M.EVAL_RETURN_MEAN)
     except CheckpointError:
         return None
 
@@ -116,7 +116,7 @@ def run_finetune(
 
     t_start = time.time() if started_at is None else started_at
     init_ray(address)
-    dataset = spec.dataset or load_checkpoint(resume_from or spec.checkpoint).meta["dataset"]
+    dataset = spec.dataset or load_checkpoint(resume_from or spec.checkpoint).meta.dataset
     if spec.record:  # before any work: a job must not fail at its end for want of a place to write
         check_output(spec.record, overwrite, kind="dataset", inputs=_inputs(spec, dataset))
     validation = require_schema(dataset) if skip_validation else require_valid(dataset)

@@ -22,7 +22,7 @@ from offlinerl.config_io import ConfigError, apply_overrides, load_file
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
 from offlinerl.jobs.guards import metrics_json
-from offlinerl.training.checkpoint import METADATA_FILE, CheckpointError
+from offlinerl.training.checkpoint_meta import METADATA_FILE, CheckpointError, CheckpointMeta
 
 __all__ = ["new_run_dir", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
            "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE"]
@@ -156,16 +156,22 @@ def _checkpoint_dirs(run: Path) -> list[Path]:
     return [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / METADATA_FILE).is_file()]
 
 
+def _meta(checkpoint: Path, hint: str = "") -> CheckpointMeta:
+    """The checkpoint's ``algorithm.json``; ``CheckpointError`` (with ``hint`` added) if it cannot be used."""
+    try:
+        return CheckpointMeta.read(checkpoint)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc}{hint}") from None
+    except OSError as exc:
+        raise CheckpointError(f"{checkpoint / METADATA_FILE}: unreadable ({exc}){hint}") from None
+
+
 def latest_checkpoint(run: str | Path) -> Path | None:
     """The checkpoint of ``run`` with the most updates (``final`` wins a tie), or None."""
     best: tuple[int, int, Path] | None = None
     for path in _checkpoint_dirs(Path(run)):
-        try:
-            meta = json.loads((path / METADATA_FILE).read_text())
-            key = (int(meta["num_updates"]), int(path.name == "final"), path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{path / METADATA_FILE}: unreadable ({exc}); move that checkpoint away to resume "
-                                  "from an earlier one") from None
+        key = (_meta(path, "; move that checkpoint away to resume from an earlier one").num_updates,
+               int(path.name == "final"), path)
         if best is None or key[:2] > best[:2]:
             best = key
     return best[2] if best else None
@@ -176,11 +182,8 @@ def list_checkpoints(run: str | Path) -> list[tuple[int, int, Path]]:
     checkpoint of the same updates)."""
     out = []
     for path in _checkpoint_dirs(Path(run)):
-        try:
-            meta = json.loads((path / METADATA_FILE).read_text())
-            out.append((int(meta["num_updates"]), int(meta["iteration"]), path))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{path / METADATA_FILE}: unreadable ({exc})") from None
+        meta = _meta(path)
+        out.append((meta.num_updates, meta.iteration, path))
     return sorted(out, key=lambda t: (t[0], t[2].name == "final", t[2].name))
 
 

@@ -390,8 +390,8 @@ class Algorithm:
         ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
         if resume and online is not None:
             _check_online_resume(ckpt)
-        config = type(ckpt.config).from_dict(merge(ckpt.meta["config"], overrides)) if overrides else ckpt.config
-        algo = cls(ckpt.algorithm, config, dataset or ckpt.meta["dataset"], learner_class=ckpt.learner_class,
+        config = type(ckpt.config).from_dict(merge(ckpt.meta.config, overrides)) if overrides else ckpt.config
+        algo = cls(ckpt.algorithm, config, dataset or ckpt.meta.dataset, learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, online=online, **kwargs)
         try:
             algo.restore(ckpt, resume=resume)
@@ -417,18 +417,18 @@ class Algorithm:
         if deployed is not None and not resume:  # a new job starts from the policy the old one deployed
             self.learner_group.set_weights(deployed, strict=False)
         meta = ckpt.meta
-        self.num_updates = int(meta["num_updates"])
-        self.iteration = int(meta["iteration"]) if resume else 0
-        self.env_steps = int(meta["env_steps"]) if resume else 0
-        self.weights_seq_no = int(meta["weights_seq_no"]) if resume else 0
-        self.best_eval_return = meta.get("best_eval_return") if resume else None
-        self.last_eval = (meta.get("last_eval") or {}) if resume else {}
+        self.num_updates = meta.num_updates
+        self.iteration = meta.iteration if resume else 0
+        self.env_steps = meta.env_steps if resume else 0
+        self.weights_seq_no = meta.weights_seq_no if resume else 0
+        self.best_eval_return = meta.best_eval_return if resume else None
+        self.last_eval = dict(meta.last_eval) if resume else {}
         if replay is not None:
             self.experience.replay_size = self.learner_group.restore_online(self.experience.rebuild(replay))
         if self.gate is not None and resume and deployed is not None:
-            if not isinstance(meta.get("gate"), dict):
+            if not isinstance(meta.gate, dict):
                 raise CheckpointError(f"{ckpt.path}: holds a deployed policy but algorithm.json has no gate record")
-            self.gate.restore(deployed, meta["gate"])
+            self.gate.restore(deployed, meta.gate)
         self.sync_weights()
 
     def ray_nodes(self, validation: Any = None) -> dict[str, Any]:

@@ -57,18 +57,20 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from offlinerl.config_io import to_finite_json
-from offlinerl.settings_file import plain_json
-from offlinerl.core import columns as C
 from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory
 from offlinerl.episodes.spaces import SpaceError, space_from_json
+from offlinerl.training.checkpoint_meta import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, METADATA_FILE, REPLAY_DIR,
+                                                CheckpointError, CheckpointMeta)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
     "DEPLOYED_KEY",
+    "METADATA_FILE",
     "Checkpoint",
     "CheckpointError",
+    "CheckpointMeta",
     "ReplayEpisodes",
     "allow_class",
     "class_path",
@@ -76,17 +78,9 @@ __all__ = [
     "write_checkpoint",
 ]
 
-CHECKPOINT_FORMAT = "offlinerl-checkpoint"
-CHECKPOINT_VERSION = 2
-#: Versions this code reads. Version 1 (before 2026-12) has no file sizes or hashes.
-READABLE_VERSIONS = (1, 2)
-METADATA_FILE = "algorithm.json"
 STATE_FILE = "learner_group.pt"
-REPLAY_DIR = "replay"
 #: ``learner_group.pt``'s entry for a gated fine-tune's deployed policy (inference-only weights).
 DEPLOYED_KEY = "deployed"
-#: ``algorithm.json`` holds a config and small statistics; anything bigger is not ours.
-MAX_METADATA_BYTES = 16 * 2**20
 #: Widest layer a checkpoint's model config may declare (``hidden``, ``cnn_channels``, ``cnn_out``), and the most
 #: hidden layers: 64x the default width of 256, far past what offline RL trains.
 MAX_HIDDEN_WIDTH = 16384
@@ -101,10 +95,6 @@ MAX_MODULE_PARAMETERS = 2**28
 MAX_STATE_BYTES = 8 * 2**30
 
 _ALLOWED: dict[str, type] = {}
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message names the path, the problem and what to do."""
 
 
 def class_path(cls: type) -> str:
@@ -204,54 +194,6 @@ def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mappi
                 "format_version": CHECKPOINT_VERSION, "files": files}
         (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n")
     return Path(path)
-
-
-def _read_metadata(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise CheckpointError(f"{path}: no such checkpoint directory")
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: not a checkpoint (a checkpoint is a directory holding {METADATA_FILE})")
-    file = path / METADATA_FILE
-    if not file.is_file():
-        hint = f"; did you mean {path / 'checkpoints' / 'final'}?" if (path / "checkpoints" / "final").is_dir() else ""
-        raise CheckpointError(f"{path}: not a checkpoint (no {METADATA_FILE}){hint}")
-    size = file.stat().st_size
-    if size == 0:
-        raise CheckpointError(f"{file}: empty file (the checkpoint was not written completely)")
-    if size > MAX_METADATA_BYTES:
-        raise CheckpointError(f"{file}: {size} bytes, more than an offlinerl checkpoint's {MAX_METADATA_BYTES}; not ours")
-    try:
-        meta = plain_json(file.read_bytes())
-    except (ValueError, UnicodeDecodeError) as exc:  # bad JSON, deep nesting, huge integers (NestingError)
-        raise CheckpointError(f"{file}: not valid JSON ({exc}); the checkpoint is truncated or not an offlinerl checkpoint") from None
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{file}: not an offlinerl checkpoint (no \"format\": \"{CHECKPOINT_FORMAT}\")")
-    version = meta.get("format_version")
-    if version not in READABLE_VERSIONS:
-        newer = isinstance(version, int) and version > CHECKPOINT_VERSION
-        raise CheckpointError(
-            f"{file}: checkpoint format version {version!r}; this offlinerl reads versions "
-            f"{', '.join(map(str, READABLE_VERSIONS))}" + ("; upgrade offlinerl to load it" if newer else "")
-        )
-    expected = {"algorithm": str, "config": dict, "observation_space": dict, "action_space": dict,
-                "module_class": str, "learner_class": str, "connector_state": dict, "iteration": int, "num_updates": int}
-    for key, tp in expected.items():
-        if not isinstance(meta.get(key), tp) or isinstance(meta.get(key), bool):
-            raise CheckpointError(f"{file}: field {key!r} is missing or not a {tp.__name__} ({meta.get(key)!r:.80})")
-    for key in ("env_steps", "weights_seq_no"):  # online jobs' counters (absent: 0)
-        value = meta.setdefault(key, 0)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise CheckpointError(f"{file}: field {key!r} must be a non-negative integer ({value!r:.80})")
-    replay = meta.get("replay")
-    if replay is not None and not (isinstance(replay, dict) and replay.get("dir") == REPLAY_DIR and isinstance(
-            replay.get("groups"), list) and all(isinstance(g, dict) and isinstance(g.get("rows"), int)
-                                                 and isinstance(g.get("iteration"), int) for g in replay["groups"])):
-        raise CheckpointError(f"{file}: field 'replay' must be {{\"dir\": \"{REPLAY_DIR}\", \"groups\": "
-                              "[{\"iteration\": int, \"rows\": int}, ...]}")
-    ids = meta.setdefault("module_ids", [C.DEFAULT_MODULE_ID])
-    if not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
-        raise CheckpointError(f"{file}: field 'module_ids' must be a non-empty list of strings")
-    return meta
 
 
 def _resolve_class(name: str, role: str, file: Path) -> type:
@@ -390,7 +332,8 @@ class Checkpoint:
     """A checked checkpoint directory: metadata, resolved classes and config; tensors on demand."""
 
     path: Path
-    meta: dict[str, Any]
+    meta: CheckpointMeta
+    """``algorithm.json``, checked."""
     config: Any
     observation_space: gym.Space
     action_space: gym.Space
@@ -399,15 +342,15 @@ class Checkpoint:
 
     @property
     def algorithm(self) -> str:
-        return self.meta["algorithm"]
+        return self.meta.algorithm
 
     @property
     def module_ids(self) -> list[str]:
-        return list(self.meta["module_ids"])
+        return list(self.meta.module_ids)
 
     @property
     def connector_state(self) -> dict[str, Any]:
-        return dict(self.meta["connector_state"])
+        return dict(self.meta.connector_state)
 
     def _check_file(self, name: str, required: bool = False) -> Path:
         """``path / name`` after checking it exists, is not empty, and has the size and hash ``files`` records."""
@@ -417,7 +360,7 @@ class Checkpoint:
         size = file.stat().st_size
         if size == 0:
             raise CheckpointError(f"{file}: empty file (the checkpoint was not written completely)")
-        recorded = (self.meta.get("files") or {}).get(name)
+        recorded = self.meta.files.get(name)
         if recorded is None and required:
             raise CheckpointError(f"{file}: algorithm.json records no size and hash for it; refused")
         if recorded is not None:
@@ -452,15 +395,15 @@ class Checkpoint:
     @property
     def has_replay(self) -> bool:
         """Written by an online job: the learners' replays can be rebuilt (``replay_episodes``)."""
-        return self.meta.get("replay") is not None
+        return self.meta.replay is not None
 
     def replay_episodes(self) -> ReplayEpisodes:
         """The online experience of the learners' replays, grouped by add, after checking every file of ``replay/``."""
         if not self.has_replay:
             raise CheckpointError(f"{self.path}: holds no online replay (it was not written by an online job)")
-        groups_meta = self.meta["replay"]["groups"]
+        groups_meta = self.meta.replay["groups"]
         directory = self.path / REPLAY_DIR
-        names = sorted(n for n in (self.meta.get("files") or {}) if n.startswith(f"{REPLAY_DIR}/"))
+        names = sorted(n for n in self.meta.files if n.startswith(f"{REPLAY_DIR}/"))
         if not names:
             raise CheckpointError(f"{self.path / METADATA_FILE}: records no files of {REPLAY_DIR}/; refused")
         for name in names:
@@ -554,25 +497,25 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
     if isinstance(path, Checkpoint):
         return path
     path = Path(path)
-    meta = _read_metadata(path)
+    meta = CheckpointMeta.read(path)
     file = path / METADATA_FILE
     try:
-        spec = get_algorithm(meta["algorithm"])
+        spec = get_algorithm(meta.algorithm)
     except KeyError as exc:
         raise CheckpointError(f"{file}: {exc.args[0]}") from None
     try:
-        config = spec.config_cls.from_dict(meta["config"])
+        config = spec.config_cls.from_dict(meta.config)
     except (ConfigError, TypeError, ValueError) as exc:
         raise CheckpointError(f"{file}: config: {exc}") from None
     try:
-        obs_space = space_from_json(meta["observation_space"])
-        act_space = space_from_json(meta["action_space"])
+        obs_space = space_from_json(meta.observation_space)
+        act_space = space_from_json(meta.action_space)
     except (SpaceError, RecursionError) as exc:
         raise CheckpointError(f"{file}: {exc}") from None
     _check_model(file, config)
-    _check_statistics(file, meta["connector_state"], obs_space)
+    _check_statistics(file, meta.connector_state, obs_space)
     ckpt = Checkpoint(path, meta, config, obs_space, act_space,
-                      _resolve_class(meta["module_class"], "module", file),
-                      _resolve_class(meta["learner_class"], "learner", file))
+                      _resolve_class(meta.module_class, "module", file),
+                      _resolve_class(meta.learner_class, "learner", file))
     _check_module_size(ckpt)
     return ckpt

@@ -157,7 +157,7 @@ def test_a_checkpoint_keeps_the_replay_as_a_valid_dataset_and_restores_it_mid_ep
     algo.stop()
     assert validate_dataset(first / "replay").ok
     ckpt = load_checkpoint(first)
-    assert (ckpt.meta["env_steps"], ckpt.meta["weights_seq_no"], ckpt.meta["iteration"]) == (450, 3, 3)
+    assert (ckpt.meta.env_steps, ckpt.meta.weights_seq_no, ckpt.meta.iteration) == (450, 3, 3)
     replay = ckpt.replay_episodes()
     assert replay.iterations == [2, 3]  # the oldest add left the 250-transition replay entirely
     again = Algorithm.from_checkpoint(first, online=online)
@@ -254,7 +254,7 @@ def test_a_gate_that_is_never_passed_keeps_the_starting_policy_wherever_the_poli
     factory, _, _ = checkpoint_policy(ckpt_path)  # collect --policy
     assert _same(_policy(factory.weights), {k.split("default_policy.", 1)[1]: v for k, v in start.items()})
     assert _same(_policy(ckpt.trained_module.state_dict()), learner)
-    assert ckpt.meta["gate"] == {"score": metrics[-1]["online/deployed_return"], "gates": 2, "promotions": 0}
+    assert ckpt.meta.gate == {"score": metrics[-1]["online/deployed_return"], "gates": 2, "promotions": 0}
     fresh = Algorithm.from_checkpoint(ckpt_path, online=OnlineConfig(env_steps_per_iteration=100), resume=False)
     try:
         assert _same(_policy(fresh.learner_group.get_weights()), start)  # a new job starts from the deployed policy

@@ -303,7 +303,7 @@ def test_kill_9_during_a_checkpoint_write_leaves_the_old_checkpoint_and_the_next
     from offlinerl.training.checkpoint import write_checkpoint
 
     ckpt = load_checkpoint(target)
-    write_checkpoint(target, ckpt.state, {k: v for k, v in ckpt.meta.items() if k != "files"}, overwrite=True)
+    write_checkpoint(target, ckpt.state, {k: v for k, v in ckpt.meta.to_json().items() if k != "files"}, overwrite=True)
     assert not list(tmp_path.glob(".ckpt.*")), "the next writer removes the dead writer's temporary directory"
     load_checkpoint(target).build_module()
 

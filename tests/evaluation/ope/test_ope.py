@@ -67,7 +67,8 @@ def cartpole(tmp_path_factory):
     for key in [k for k in module if "pi_head" in k]:
         module[key] = torch.zeros_like(module[key])  # logits 0: π(a|s) = ½ = μ(a|s)
     from offlinerl.training.checkpoint import load_checkpoint, write_checkpoint
-    meta = {k: v for k, v in load_checkpoint(ckpt).meta.items() if k not in ("format", "format_version", "files")}
+    meta = {k: v for k, v in load_checkpoint(ckpt).meta.to_json().items()
+            if k not in ("format", "format_version", "files")}
     write_checkpoint(ckpt, state, meta, overwrite=True)
     return root / "data", ckpt, write_untrained_checkpoint(root / "random-bc", *CARTPOLE, "bc", True)
 
