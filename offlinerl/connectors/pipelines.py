@@ -21,7 +21,7 @@ next observations).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 import gymnasium as gym
 
@@ -32,6 +32,7 @@ from offlinerl.connectors.module_to_env import ActionsToEnv
 from offlinerl.core.flatten import flat_dim
 
 __all__ = [
+    "LearnerConnectorsConfig",
     "ObservationConnectors",
     "env_to_module_pipeline",
     "learner_pipeline",
@@ -39,6 +40,13 @@ __all__ = [
     "observation_connectors",
     "transition_connectors",
 ]
+
+
+class LearnerConnectorsConfig(Protocol):
+    """What the learner pipeline reads from a config (an ``AlgorithmConfig`` has it)."""
+
+    def learner_connectors(self, observation_space: gym.Space, action_space: gym.Space) -> list[ConnectorV2]:
+        """Episode rows -> train batch columns, before the observation connectors (which are added here)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +96,8 @@ def transition_connectors() -> list[ConnectorV2]:
     return [AddTransitions(), AddNextObservations()]
 
 
-def learner_pipeline(observations: ObservationConnectors, action_space: gym.Space, config: Any = None, *,
+def learner_pipeline(observations: ObservationConnectors, action_space: gym.Space,
+                     config: LearnerConnectorsConfig | None = None, *,
                      normalize: bool = True) -> ConnectorPipeline:
     """Episode rows (``EpisodeColumns``) -> train batch.
 

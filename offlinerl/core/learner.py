@@ -33,13 +33,30 @@ from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
 from offlinerl.core import metrics as M
 
-__all__ = ["Learner", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
+__all__ = ["Learner", "LearnerConfig", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
 
 OptimizerKey = tuple[str, str]  # (module_id, optimizer name)
 
 #: Optimizers that move what the agent does: the policy ("actor") and SAC's entropy temperature ("alpha").
 POLICY_OPTIMIZERS = ("actor", "alpha")
 TensorBatch = dict[str, torch.Tensor]
+
+
+class LearnerConfig(Protocol):
+    """What the base ``Learner`` reads from its config (``AlgorithmConfig`` has it; an algorithm's learner also reads
+    its own config class's fields)."""
+
+    @property
+    def seed(self) -> int:
+        """Seeds module initialisation (identical on every replica) and each replica's sampling."""
+
+    @property
+    def lr(self) -> float:
+        """Learning rate of the default optimizer."""
+
+    @property
+    def grad_clip(self) -> float | None:
+        """Clip each optimizer's gradient to this global norm (None: no clipping)."""
 
 
 class BatchSource(Protocol):
@@ -56,7 +73,8 @@ class BatchSource(Protocol):
 class Learner:
     """Base learner; see the module docstring for the hooks."""
 
-    def __init__(self, *, config: Any, module_spec: MultiRLModuleSpec, device: str | torch.device | None = None) -> None:
+    def __init__(self, *, config: LearnerConfig, module_spec: MultiRLModuleSpec,
+                 device: str | torch.device | None = None) -> None:
         self.config = config
         self.module_spec = module_spec
         self.device = torch.device(device) if device is not None else torch.device("cpu")
@@ -71,7 +89,7 @@ class Learner:
 
     # -- build ----------------------------------------------------------------------------------
     def build(self) -> "Learner":
-        seed = int(getattr(self.config, "seed", 0))
+        seed = int(self.config.seed)
         torch.manual_seed(seed)  # identical initial weights on every replica
         self.module = self.module_spec.build(inference_only=False).to(self.device)
         if self.world_size > 1:
@@ -191,7 +209,7 @@ class Learner:
                 n = g.numel()
                 g.copy_(flat[offset : offset + n].view_as(g))
                 offset += n
-        clip = getattr(self.config, "grad_clip", None)
+        clip = self.config.grad_clip
         for key in keys:
             mid, name = key
             if clip:

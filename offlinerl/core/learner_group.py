@@ -12,16 +12,36 @@ from __future__ import annotations
 
 import math
 import socket
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 import torch
 
-from offlinerl.core.learner import Learner
+from offlinerl.core.learner import Learner, LearnerConfig
 from offlinerl.core.rl_module import MultiRLModuleSpec
 from offlinerl.core.tensors import to_tensors
 
-__all__ = ["LearnerGroup"]
+__all__ = ["LearnerGroup", "LearnerGroupConfig"]
+
+
+class LearnerGroupConfig(LearnerConfig, Protocol):
+    """What ``LearnerGroup`` reads from its config (``AlgorithmConfig`` has it), besides what each learner reads."""
+
+    @property
+    def num_learners(self) -> int:
+        """0: one learner in this process; m >= 1: m Ray actors with torch.distributed."""
+
+    @property
+    def num_cpus_per_learner(self) -> float:
+        """CPUs each learner reserves (torch threads = its ceiling)."""
+
+    @property
+    def num_gpus_per_learner(self) -> float:
+        """GPUs each learner reserves (> 0: NCCL, and the learner's device is a GPU)."""
+
+    @property
+    def learner_placement(self) -> str:
+        """``spread`` (one placement-group bundle per learner, Ray's SPREAD strategy) or ``default``."""
 
 
 def _free_port() -> int:
@@ -30,8 +50,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _device(config: Any) -> torch.device:
-    if getattr(config, "num_gpus_per_learner", 0) > 0 and torch.cuda.is_available():
+def _device(config: LearnerGroupConfig) -> torch.device:
+    if config.num_gpus_per_learner > 0 and torch.cuda.is_available():
         return torch.device("cuda", 0 if torch.cuda.device_count() == 1 else torch.cuda.current_device())
     return torch.device("cpu")
 
@@ -39,7 +59,8 @@ def _device(config: Any) -> torch.device:
 class _LearnerWorker:
     """Runs in a Ray actor (or wraps the local learner): a learner plus its batch source."""
 
-    def __init__(self, learner_class: type[Learner], config: Any, module_spec: MultiRLModuleSpec, num_threads: int | None) -> None:
+    def __init__(self, learner_class: type[Learner], config: LearnerGroupConfig, module_spec: MultiRLModuleSpec,
+                 num_threads: int | None) -> None:
         if num_threads:
             torch.set_num_threads(num_threads)
         self.learner_class, self.config, self.module_spec = learner_class, config, module_spec
@@ -127,7 +148,7 @@ def _mean_metrics(results: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([r[k] for r in results])) for k in keys}
 
 
-def _spread_bundles(config: Any, num_learners: int) -> Any:
+def _spread_bundles(config: LearnerGroupConfig, num_learners: int) -> Any:
     """A placement group of one bundle per learner, Ray's SPREAD strategy: one learner per node while nodes have
     room (more per node where they do not). Placing all bundles in one decision is what makes it hold: actors
     started one by one with the SPREAD scheduling strategy could land on the same node when requested together."""
@@ -154,7 +175,7 @@ def _strategy(group: Any, rank: int) -> Any:
 class LearnerGroup:
     """In-process learner or ``num_learners`` Ray actors; see the module docstring."""
 
-    def __init__(self, config: Any, learner_class: type[Learner], module_spec: MultiRLModuleSpec) -> None:
+    def __init__(self, config: LearnerGroupConfig, learner_class: type[Learner], module_spec: MultiRLModuleSpec) -> None:
         self.config = config
         self.num_learners = int(config.num_learners)
         threads = max(1, math.ceil(config.num_cpus_per_learner))

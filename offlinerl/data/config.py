@@ -4,11 +4,12 @@ field), and ``HoldoutConfig``, the episodes kept out of training."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from offlinerl.config_io import check
+from offlinerl.connectors.pipelines import LearnerConnectorsConfig
 
-__all__ = ["DataConfig", "HoldoutConfig"]
+__all__ = ["DataConfig", "HoldoutConfig", "OfflineDataConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,3 +59,15 @@ class DataConfig:
         check(self.stats_max_steps is None or self.stats_max_steps >= 1, "data.stats_max_steps", "must be >= 1")
         check(self.block_bytes >= 1, "data.block_bytes", "must be >= 1")
         check(self.map_concurrency is None or self.map_concurrency >= 1, "data.map_concurrency", "must be >= 1")
+
+
+class OfflineDataConfig(LearnerConnectorsConfig, Protocol):
+    """What ``OfflineData`` reads from a config (an ``AlgorithmConfig`` has it): its ``learner_connectors``, and:"""
+
+    @property
+    def normalize_observations(self) -> bool:
+        """Fit observation statistics on the dataset and normalise with them (learner and acting sides)."""
+
+    @property
+    def data(self) -> DataConfig:
+        """How the dataset is read and fed to the learners."""

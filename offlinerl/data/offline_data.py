@@ -24,7 +24,7 @@ import functools
 import math
 import zlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -39,6 +39,9 @@ from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, kee
 from offlinerl.episodes import parquet_files, read_dataset, read_info
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
+
+if TYPE_CHECKING:  # not imported by Ray Data's workers, which import this module for its transforms
+    from offlinerl.data.config import OfflineDataConfig
 
 __all__ = ["OfflineData", "episodes_to_transitions", "sample_episodes", "MODULE_COLUMN", "row_module_ids"]
 
@@ -101,7 +104,7 @@ def _unit_obs_moments(unit: ScanUnit, *, columns: list[str], drop_episodes: np.n
 class OfflineData:
     """The dataset at ``path`` prepared for the learners of one algorithm config."""
 
-    def __init__(self, path: str | Path, config: Any, extra_columns: tuple[str, ...] = ()) -> None:
+    def __init__(self, path: str | Path, config: OfflineDataConfig, extra_columns: tuple[str, ...] = ()) -> None:
         self.path = str(Path(path))
         self.info = read_info(path)
         self.config = config

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   observation_connectors)
+from offlinerl.connectors.pipelines import LearnerConnectorsConfig
 from offlinerl.core import columns as C
 from offlinerl.episodes import parquet_files, read_info
 
@@ -18,7 +17,7 @@ __all__ = ["load_transitions"]
 
 
 def load_transitions(path: str | Path, normalize: bool,
-                     config: Any = None) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
+                     config: LearnerConnectorsConfig | None = None) -> tuple[dict[str, np.ndarray], ConnectorPipeline]:
     """Every transition of the dataset (obs, actions, rewards, next obs, flags; and the columns
     ``config.learner_connectors`` adds, if a config is given) as arrays, and the env-side observation
     pipeline that gives evaluation the same preprocessing."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import ConfigError
 from offlinerl.jobs.run_dir import list_checkpoints
 from offlinerl.core import metrics as M
@@ -21,7 +22,7 @@ __all__ = ["check_selection", "select_checkpoint", "format_selection"]
 _IS_FAMILY = ("is", "wis", "pdis", "dr")
 
 
-def check_selection(config: Any, checkpoint_interval: int, dataset: str | Path) -> None:
+def check_selection(config: AlgorithmConfig, checkpoint_interval: int, dataset: str | Path) -> None:
     """``ConfigError`` (one line) if ``evaluation.ope`` is set but the job cannot select: no periodic
     checkpoints, or an IS-family estimator on a dataset without ``action_logp``."""
     method = config.evaluation.ope
@@ -42,7 +43,8 @@ def check_selection(config: Any, checkpoint_interval: int, dataset: str | Path) 
                               f"{dataset} does not record; use fqe")
 
 
-def select_checkpoint(run: Path, dataset: str | Path, config: Any, history: Sequence[Mapping[str, Any]]) -> dict:
+def select_checkpoint(run: Path, dataset: str | Path, config: AlgorithmConfig,
+                      history: Sequence[Mapping[str, Any]]) -> dict:
     """Score the checkpoints of ``run`` by ``config.evaluation.ope`` on the held-out episodes; the ``selection``
     entry of ``result.json``."""
     from offlinerl.evaluation.ope.fqe import FQEConfig

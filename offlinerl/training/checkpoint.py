@@ -56,6 +56,7 @@ import gymnasium as gym
 import torch
 from torch.overrides import TorchFunctionMode
 
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import to_finite_json
 from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory
@@ -252,7 +253,7 @@ class _ShapesOnly(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _check_model(file: Path, config: Any) -> None:
+def _check_model(file: Path, config: AlgorithmConfig) -> None:
     """Refuse a model config wider or deeper than :data:`MAX_HIDDEN_WIDTH` / :data:`MAX_HIDDEN_LAYERS`, or
     with more than :data:`MAX_CRITICS` critics, before any module is built (or counted)."""
     model = config.module_config()
@@ -334,7 +335,8 @@ class Checkpoint:
     path: Path
     meta: CheckpointMeta
     """``algorithm.json``, checked."""
-    config: Any
+    config: AlgorithmConfig
+    """The algorithm config, loaded as the registered algorithm's config class."""
     observation_space: gym.Space
     action_space: gym.Space
     module_class: type

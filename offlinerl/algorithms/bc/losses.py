@@ -6,13 +6,14 @@ from typing import Any, Mapping
 
 import torch
 
+from offlinerl.algorithms.bc.config import BCConfig
 from offlinerl.core import columns as C
 from offlinerl.core.loss import LossOut
 
 __all__ = ["bc_loss"]
 
 
-def bc_loss(batch: Mapping[str, torch.Tensor], fwd_out: Mapping[str, Any], config: Any) -> LossOut:
+def bc_loss(batch: Mapping[str, torch.Tensor], fwd_out: Mapping[str, Any], config: BCConfig) -> LossOut:
     """Negative log-likelihood of the data actions under the policy in ``fwd_out[ACTION_DIST]``."""
     dist = fwd_out[C.ACTION_DIST]
     logp_mean = dist.log_prob(batch[C.ACTIONS]).mean()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import check
 
 __all__ = ["CQLConfig"]

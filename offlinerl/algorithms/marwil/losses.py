@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import torch
 
 from offlinerl import ops
+from offlinerl.algorithms.marwil.config import MARWILConfig
 from offlinerl.core import columns as C
 from offlinerl.core.loss import LossOut
 
@@ -29,7 +30,8 @@ def update_sq_adv_norm(sq_adv_norm: torch.Tensor, batch_sq_adv: torch.Tensor, ra
     return ops.update_running_mean(sq_adv_norm, batch_sq_adv.detach(), rate)
 
 
-def marwil_loss(batch: Mapping[str, torch.Tensor], fwd_out: Mapping[str, Any], config: Any, sq_adv_norm: torch.Tensor) -> LossOut:
+def marwil_loss(batch: Mapping[str, torch.Tensor], fwd_out: Mapping[str, Any], config: MARWILConfig,
+                sq_adv_norm: torch.Tensor) -> LossOut:
     """Policy and value losses given the (already updated) squared-advantage norm ``c^2``."""
     adv = advantages(batch, fwd_out)  # [B]
     logp = fwd_out[C.ACTION_DIST].log_prob(batch[C.ACTIONS])  # [B]

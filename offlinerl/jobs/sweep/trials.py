@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import ConfigError
 from offlinerl.episodes.atomic import OutputWriteError, check_output_place, replace_file
 from offlinerl.jobs.sweep.plan import SWEEP_FILE, TRIALS, SweepSpec
@@ -142,7 +143,7 @@ def _cluster_cpus() -> float:
     return float(ray.cluster_resources().get("CPU", 0))
 
 
-def default_max_concurrent(config: Any, cpus_per_trial: float) -> int:
+def default_max_concurrent(config: AlgorithmConfig, cpus_per_trial: float) -> int:
     """Trials that fit at once with one CPU left per trial for its Ray Data tasks and its learners' CPUs."""
     learners = config.num_learners * config.num_cpus_per_learner
     return max(1, int(_cluster_cpus() // (cpus_per_trial + learners + 1)))
