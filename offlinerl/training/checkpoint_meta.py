@@ -8,7 +8,7 @@ and run directories find their newest checkpoint with it. ``Algorithm.metadata``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,35 +52,35 @@ class CheckpointMeta:
     """``"package.module:QualName"`` of the RLModule class (looked up among trusted classes, never imported)."""
     learner_class: str
     """The same for the Learner class."""
-    module_ids: list[str]
-    """Module ids of the MultiRLModule (default: the single default module)."""
     connector_state: dict[str, Any]
     """The env-to-module pipeline's state (observation statistics), keyed by connector name."""
     iteration: int
     """Iterations the job had run."""
     num_updates: int
     """Gradient updates the job had run."""
-    env_steps: int
+    module_ids: list[str] = field(default_factory=lambda: [C.DEFAULT_MODULE_ID])
+    """Module ids of the MultiRLModule (default: the single default module)."""
+    env_steps: int = 0
     """Env steps sampled (online jobs; 0 otherwise)."""
-    weights_seq_no: int
+    weights_seq_no: int = 0
     """Weight versions sent to the env runners (online jobs; 0 otherwise)."""
-    dataset: str | None
+    dataset: str | None = None
     """The job's dataset, as it named it."""
-    env_id: str | None
+    env_id: str | None = None
     """The dataset's env id."""
-    env_kwargs: Any
+    env_kwargs: Any = None
     """The ``gymnasium.make`` kwargs the job evaluated with (a mapping; absent in older checkpoints: None)."""
-    best_eval_return: Any
+    best_eval_return: Any = None
     """The best evaluation mean return so far (None before any)."""
-    last_eval: dict[str, Any]
+    last_eval: dict[str, Any] = field(default_factory=dict)
     """The newest evaluation's metrics (``{}`` before the first)."""
-    online: Any
+    online: Any = None
     """An online job's ``OnlineConfig`` as a mapping (None offline)."""
-    gate: Any
+    gate: Any = None
     """A gated fine-tune's gate record: ``score``, ``gates``, ``promotions`` (None otherwise)."""
-    replay: dict[str, Any] | None
+    replay: dict[str, Any] | None = None
     """An online job's replay record: ``{"dir": "replay", "groups": [{"iteration", "rows"}, ...]}``."""
-    files: dict[str, Any]
+    files: dict[str, Any] = field(default_factory=dict)
     """Size and sha256 of every other file (``{name: {"bytes", "sha256"}}``; version 1: none)."""
 
     @classmethod

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from offlinerl.training.checkpoint import Checkpoint, CheckpointError
+from offlinerl.training.checkpoint import Checkpoint, CheckpointError, CheckpointMeta
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.connectors import (ConnectorStateError, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   module_to_env_pipeline, observation_connectors)
@@ -66,6 +66,13 @@ def test_learner_batch_equals_env_to_module_output_step_by_step(dataset, normali
     np.testing.assert_array_equal(arrays[C.NEXT_OBS], next_obs)
 
 
+def _meta(path, connector_state):
+    """What algorithm.json says of a checkpoint whose only state that matters here is ``connector_state``."""
+    return CheckpointMeta(file=path / "algorithm.json", format_version=2, algorithm="cql", config={},
+                          observation_space={}, action_space={}, module_class="", learner_class="",
+                          connector_state=connector_state, iteration=0, num_updates=0)
+
+
 @pytest.mark.parametrize("normalize", [False, True])
 def test_state_through_a_checkpoint_gives_the_same_output(dataset, normalize, tmp_path):
     """Fitted learner state -> algorithm.json (JSON) -> Checkpoint.env_to_module: identical arrays, in one batch too."""
@@ -78,7 +85,7 @@ def test_state_through_a_checkpoint_gives_the_same_output(dataset, normalize, tm
     train = learner_pipeline(observations, ACTIONS)({}, EpisodeColumns.from_episodes(episodes))
     saved = json.loads(json.dumps(observations.get_state()))
     assert saved == ({"NormalizeObservations": observations.normalize.get_state()} if normalize else {})
-    ckpt = Checkpoint(tmp_path, {"connector_state": saved}, CQLConfig(normalize_observations=normalize), space, ACTIONS,
+    ckpt = Checkpoint(tmp_path, _meta(tmp_path, saved), CQLConfig(normalize_observations=normalize), space, ACTIONS,
                       object, object)
     acting = ckpt.env_to_module()
     np.testing.assert_array_equal(train[C.OBS], _act_step_by_step(acting, episodes, space)[0])
@@ -92,12 +99,12 @@ def test_bad_or_missing_statistics_are_one_checkpoint_error_for_any_space(tmp_pa
     dim = flat_dim(space)
     config = CQLConfig(normalize_observations=True)
     good = {"count": 3, "mean": [0.0] * dim, "var": [1.0] * dim}
-    Checkpoint(tmp_path, {"connector_state": {"NormalizeObservations": good}}, config, space, ACTIONS, object,
+    Checkpoint(tmp_path, _meta(tmp_path, {"NormalizeObservations": good}), config, space, ACTIONS, object,
                object).env_to_module()
     for state, key in [({"NormalizeObservations": {**good, "mean": [0.0] * 5}}, "mean"),
                        ({"NormalizeObservations": {**good, "var": [1.0] * (dim - 1) + [float("nan")]}}, "var"),
                        ({}, "mean"), ({"NormalizeObservations": {"count": 0}}, "mean")]:
-        ckpt = Checkpoint(tmp_path, {"connector_state": state}, config, space, ACTIONS, object, object)
+        ckpt = Checkpoint(tmp_path, _meta(tmp_path, state), config, space, ACTIONS, object, object)
         with pytest.raises(CheckpointError, match=rf"algorithm\.json: connector_state\.NormalizeObservations\.{key} "
                                                   rf"must be {dim} finite numbers"):
             ckpt.env_to_module()
