@@ -30,13 +30,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, OBS, WEIGHTS_SEQ_NO
+from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, WEIGHTS_SEQ_NO
 from offlinerl.episodes.arrow import batch_slice
 from offlinerl.episodes.episode import SingleAgentEpisode
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.connectors import env_to_module_pipeline, module_to_env_pipeline
 from offlinerl.env.evaluation import run_episodes
-from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix
+from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix, forward, module_inputs, to_env
 from offlinerl.env.recorder import EpisodeRecorder
 
 __all__ = ["EnvRunner", "PolicyFactory", "ConnectorsFactory", "random_policy_factory"]
@@ -232,17 +232,15 @@ class EnvRunner:
 
     @torch.no_grad()
     def _act(self, obs: Any, explore: bool, epsilon: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        batch = self.env_to_module({OBS: obs}, None, {})
-        batch = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
-        if self._torch_rng is None:
-            fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
+        batch = module_inputs(self.env_to_module, obs)  # the act step (offlinerl.env.policies.act), in three parts:
+        if self._torch_rng is None:  # the forward samples from the runner's own stream once it is seeded
+            fwd = forward(self.policy, batch, explore)
         else:
             with torch.random.fork_rng(devices=[]):  # the runner's own stream; the process's is left as it was
                 torch.set_rng_state(self._torch_rng)
-                fwd = self.policy.forward_exploration(batch) if explore else self.policy.forward_inference(batch)
+                fwd = forward(self.policy, batch, explore)
                 self._torch_rng = torch.get_rng_state()
-        out = self.module_to_env(dict(fwd), None, {})
-        out = {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+        out = to_env(self.module_to_env, fwd)
         actions = out["actions"]
         extras: dict[str, np.ndarray] = {}
         if explore:

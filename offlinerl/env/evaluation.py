@@ -25,6 +25,7 @@ from offlinerl.core import columns as C
 from offlinerl.core import metrics as M
 from offlinerl.core.metrics import episode_metrics
 from offlinerl.core.rl_module import MultiRLModule, RLModule
+from offlinerl.env.policies import act
 from offlinerl.episodes.arrow import batch_concat, batch_map
 from offlinerl.trusted import make_env
 
@@ -102,14 +103,9 @@ def module_episodes(
     device = next(module.parameters()).device
     envs = [make_env(env_id, env_kwargs, explicit=True) for _ in range(min(max_parallel, episodes))]  # checked by the caller
     to_env = module_to_env_pipeline(envs[0].action_space)
-
-    def act(obs: Any) -> Any:
-        batch = env_to_module({C.OBS: obs})
-        out = module.forward_inference({C.OBS: torch.as_tensor(batch[C.OBS], device=device)})
-        return to_env({C.ACTIONS: out[C.ACTIONS]})[C.ACTIONS]
-
     try:
-        return run_episodes(envs, act, [seed + j for j in range(episodes)])
+        return run_episodes(envs, lambda obs: act(module, env_to_module, to_env, obs, device=device)[C.ACTIONS],
+                            [seed + j for j in range(episodes)])
     finally:
         for env in envs:
             env.close()

@@ -1,15 +1,24 @@
-"""Acting policies for EnvRunners: the protocol an RLModule satisfies, a uniform
-``RandomPolicy`` with exact log-probabilities, and epsilon-random mixing."""
+"""Acting: the protocol an RLModule satisfies, the one act step every actor runs, a uniform ``RandomPolicy``
+with exact log-probabilities, and epsilon-random mixing.
+
+The act step, used by evaluation (``module_episodes``), the EnvRunners and OPE::
+
+    env observations -> [env-to-module] -> forward_inference | forward_exploration -> [module-to-env] -> env actions
+                        module_inputs      forward                                   to_env        (act: all three)
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-__all__ = ["ActingPolicy", "RandomPolicy", "uniform_log_prob", "epsilon_mix"]
+from offlinerl.core import columns as C
+
+__all__ = ["ActingPolicy", "act", "module_inputs", "forward", "to_env", "RandomPolicy", "uniform_log_prob",
+           "epsilon_mix"]
 
 
 @runtime_checkable
@@ -24,6 +33,32 @@ class ActingPolicy(Protocol):
     def forward_inference(self, batch: dict[str, Any]) -> dict[str, Any]: ...
 
     def forward_exploration(self, batch: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def module_inputs(env_to_module: Callable, obs: Any, device: torch.device | str | None = None) -> dict[str, Any]:
+    """A batch of raw env observations -> the policy's input batch: the env-to-module connectors (flatten,
+    normalise with the job's statistics), then numpy arrays as tensors on ``device``."""
+    batch = env_to_module({C.OBS: obs}, None, {})
+    return {k: torch.as_tensor(v, device=device) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+
+
+def forward(policy: ActingPolicy, inputs: dict[str, Any], explore: bool) -> dict[str, Any]:
+    """``forward_exploration`` (sampled actions, ``action_logp``, ...) if ``explore``, else ``forward_inference``."""
+    return policy.forward_exploration(inputs) if explore else policy.forward_inference(inputs)
+
+
+def to_env(module_to_env: Callable, outputs: dict[str, Any]) -> dict[str, Any]:
+    """Policy outputs -> the module-to-env connectors (actions in the env's dtype and bounds), tensors as numpy."""
+    out = module_to_env(dict(outputs), None, {})
+    return {k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+
+
+@torch.no_grad()
+def act(policy: ActingPolicy, env_to_module: Callable, module_to_env: Callable, obs: Any, *, explore: bool = False,
+        device: torch.device | str | None = None) -> dict[str, Any]:
+    """The act step: raw env observations ``[B, ...]`` -> the env's actions (``"actions"``) and whatever else the
+    policy output (``action_logp``, ``action_dist_inputs`` when exploring), as numpy."""
+    return to_env(module_to_env, forward(policy, module_inputs(env_to_module, obs, device), explore))
 
 
 def uniform_log_prob(space: gym.Space) -> float:

@@ -31,6 +31,7 @@ from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule
 from offlinerl.env.env_check import space_mismatch
+from offlinerl.env.policies import forward, module_inputs
 
 __all__ = ["METHODS", "OPEConfig", "evaluate_policy_offline", "ope_checkpoints"]
 
@@ -95,9 +96,10 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     module.eval()
     space = data.info.action_space
     discrete = hasattr(space, "n")
-    obs = torch.as_tensor(np.array(env_to_module({C.OBS: data.obs})[C.OBS], dtype=np.float32))  # [rows + S, D]
+    obs = module_inputs(env_to_module, data.obs)[C.OBS].float()  # [rows + S, D]: the act step's inputs
     n_obs = len(obs)
-    deployed = _chunked(lambda s: module.forward_inference({C.OBS: obs[s]})[C.ACTIONS], n_obs)  # π(s) of every obs
+    # π(s) of every obs
+    deployed = _chunked(lambda s: forward(module, {C.OBS: obs[s]}, explore=False)[C.ACTIONS], n_obs)
     s_idx = torch.as_tensor(data.step_obs)
     actions = _torch_actions(data.actions, discrete)
     rewards = torch.as_tensor(np.array(data.rewards, dtype=np.float32))
@@ -121,12 +123,12 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     if data.action_logp is None:
         reason = "the dataset records no action_logp (behaviour log-probs)"
     else:
-        probe = module.forward_exploration({C.OBS: obs[:1]})
+        probe = forward(module, {C.OBS: obs[:1]}, explore=True)
         if C.ACTION_DIST_INPUTS not in probe:
             reason = f"{type(module).__name__} acts deterministically: π(a|s) is undefined, IS needs a stochastic policy"
     if reason is not None:
         return rows + [_row(m, "stochastic", skipped=reason) for m in wanted]
-    dist_inputs = _chunked(lambda s: module.forward_exploration({C.OBS: obs[s]})[C.ACTION_DIST_INPUTS], n_obs)
+    dist_inputs = _chunked(lambda s: forward(module, {C.OBS: obs[s]}, explore=True)[C.ACTION_DIST_INPUTS], n_obs)
     logp_pi = module.action_dist(dist_inputs[s_idx]).log_prob(actions).double().numpy()  # [S]
     lengths = data.episode_lengths
     r, mask = E.pad_episodes(data.rewards, lengths)
