@@ -124,8 +124,8 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from offlinerl.config_io import apply_overrides, load_file  # noqa: E402
 from offlinerl.algorithms.registry import get_algorithm  # noqa: E402
+from offlinerl.config_io import apply_overrides, load_file  # noqa: E402
 from offlinerl.scoring import score_for_dataset  # noqa: E402
 
 DIFFERENCES = {

@@ -28,16 +28,16 @@ import numpy as np
 import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
-from offlinerl.training.checkpoint import METADATA_FILE, class_path, write_checkpoint
-from offlinerl.evaluation.ope.fqe import FQEConfig
-from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
 from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule
 from offlinerl.env.evaluation import run_episodes
-from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.episodes import read_info
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.evaluation.ope.fqe import FQEConfig
+from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
+from offlinerl.training.checkpoint import METADATA_FILE, class_path, write_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 GAMMA = 0.99

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
-from offlinerl.config_io import apply_overrides, load_file
 from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.config_io import apply_overrides, load_file
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import DefaultRLModule
 from offlinerl.env.evaluation import evaluate_module

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig, BCLearner
 from offlinerl.algorithms.registry import register_algorithm
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import DefaultRLModule
 from offlinerl.core.loss import LossOut
+from offlinerl.training.algorithm import Algorithm
 
 REPO = Path(__file__).resolve().parents[1]
 

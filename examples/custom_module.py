@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
 from offlinerl.core.rl_module import RLModule, action_dist_inputs_dim
+from offlinerl.training.algorithm import Algorithm
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.config_io import apply_overrides, parse_override
 from offlinerl.algorithms.marwil import MARWILConfig
+from offlinerl.config_io import apply_overrides, parse_override
 
 
 def test_every_field_has_a_docstring():

@@ -27,14 +27,14 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError
 from offlinerl.config_io import to_finite_json
-from offlinerl.benchmark.suites import get_suite, published_family, published_scores
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.settings_file import plain_json
 from offlinerl.trusted import allow_env_packages
-from offlinerl.core import metrics as M
 
 __all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "BENCHMARK_FILE"]
 

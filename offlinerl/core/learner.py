@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from offlinerl.core import metrics as M
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
-from offlinerl.core import metrics as M
 
 __all__ = ["Learner", "LearnerConfig", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from offlinerl.episodes.info import DatasetInfo
-from offlinerl.episodes.io import load_episodes, write_dataset
+from offlinerl.core.metrics import episode_metrics
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, PolicyFactory, random_policy_factory
 from offlinerl.env.env_runner_group import EnvRunnerGroup
-from offlinerl.core.metrics import episode_metrics
+from offlinerl.episodes.info import DatasetInfo
+from offlinerl.episodes.io import load_episodes, write_dataset
 from offlinerl.trusted import env_spec_of
 
 __all__ = ["CollectConfig", "collect", "check_collected_dataset", "env_spec_json"]

@@ -30,14 +30,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, WEIGHTS_SEQ_NO
-from offlinerl.episodes.arrow import batch_slice
-from offlinerl.episodes.episode import SingleAgentEpisode
-from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.connectors import env_to_module_pipeline, module_to_env_pipeline
+from offlinerl.core.columns import ACTION_DIST_INPUTS, ACTION_LOGP, WEIGHTS_SEQ_NO
+from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.evaluation import run_episodes
 from offlinerl.env.policies import ActingPolicy, RandomPolicy, epsilon_mix, forward, module_inputs, to_env
 from offlinerl.env.recorder import EpisodeRecorder
+from offlinerl.episodes.arrow import batch_slice
+from offlinerl.episodes.episode import SingleAgentEpisode
 
 __all__ = ["EnvRunner", "PolicyFactory", "ConnectorsFactory", "random_policy_factory"]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from offlinerl.episodes.episode import SingleAgentEpisode
+from offlinerl.core import metrics as M
+from offlinerl.core.metrics import episode_metrics
 from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, EnvRunner, PolicyFactory
-from offlinerl.core.metrics import episode_metrics
-from offlinerl.core import metrics as M
+from offlinerl.episodes.episode import SingleAgentEpisode
 
 __all__ = ["EnvRunnerGroup"]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.env.env_check import check_env
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
+from offlinerl.training.checkpoint import load_checkpoint
 
 __all__ = ["checkpoint_policy"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import evaluate_module
+from offlinerl.training.checkpoint import load_checkpoint
 
 __all__ = ["evaluate_checkpoint"]
 

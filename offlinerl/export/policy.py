@@ -26,11 +26,11 @@ from typing import Any, Iterator
 
 import torch
 
-from offlinerl.training.checkpoint import Checkpoint, load_checkpoint
-from offlinerl.export.deployed import DeployedPolicy, policy_inputs, policy_output
 from offlinerl.connectors import observation_connectors
 from offlinerl.episodes.atomic import atomic_file, check_output_file
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.export.deployed import DeployedPolicy, policy_inputs, policy_output
+from offlinerl.training.checkpoint import Checkpoint, load_checkpoint
 
 __all__ = ["FORMATS", "METADATA_KEY", "ExportError", "MissingDependencyError", "build_deployed_policy",
            "export_policy", "policy_metadata"]

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.config_io import ConfigError, to_dict
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
@@ -30,7 +31,6 @@ from offlinerl.jobs.spec import FinetuneSpec
 from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
 from offlinerl.training.recording import OnlineRecording, close_episodes
-from offlinerl.core import metrics as M
 
 __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 

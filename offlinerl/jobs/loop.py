@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from offlinerl.config_io import to_finite_json
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.guards import NonFiniteLossError, check_losses
 from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.jobs.spec import StopConfig
-from offlinerl.core import metrics as M
 
 __all__ = ["Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import ConfigError
-from offlinerl.jobs.run_dir import list_checkpoints
 from offlinerl.core import metrics as M
+from offlinerl.jobs.run_dir import list_checkpoints
 
 __all__ = ["check_selection", "select_checkpoint", "format_selection"]
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import to_dict
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
@@ -27,7 +28,6 @@ from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec
 from offlinerl.training.algorithm import Algorithm
-from offlinerl.core import metrics as M
 
 __all__ = ["run_train", "RUN_FILES"]
 

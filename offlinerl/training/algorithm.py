@@ -36,14 +36,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.training.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
-                                             load_checkpoint, write_checkpoint)
-from offlinerl.config_io import merge, to_dict
-from offlinerl.training.online_config import OnlineConfig
-from offlinerl.training.experience import OnlineExperience
-from offlinerl.training.gate import PolicyGate
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
+from offlinerl.config_io import merge, to_dict
 from offlinerl.core import columns as C
+from offlinerl.core import metrics as M
 from offlinerl.core.learner import POLICY_OPTIMIZERS
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
@@ -54,7 +50,11 @@ from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import module_episodes
 from offlinerl.episodes.spaces import space_to_json
 from offlinerl.episodes.validate import require_valid
-from offlinerl.core import metrics as M
+from offlinerl.training.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
+                                           load_checkpoint, write_checkpoint)
+from offlinerl.training.experience import OnlineExperience
+from offlinerl.training.gate import PolicyGate
+from offlinerl.training.online_config import OnlineConfig
 
 __all__ = ["Algorithm"]
 

@@ -33,15 +33,15 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.training.checkpoint import ReplayEpisodes
-from offlinerl.training.online_config import OnlineConfig
-from offlinerl.training.recording import OnlineRecording
 from offlinerl.connectors import ConnectorPipeline, EpisodeColumns, module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import RLModuleSpec
 from offlinerl.env import EnvRunnerConfig, EnvRunnerGroup
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
 from offlinerl.episodes import SingleAgentEpisode
+from offlinerl.training.checkpoint import ReplayEpisodes
+from offlinerl.training.online_config import OnlineConfig
+from offlinerl.training.recording import OnlineRecording
 
 __all__ = ["OnlineExperience", "episode_seed"]
 

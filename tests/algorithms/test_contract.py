@@ -12,10 +12,10 @@ import math
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
+from offlinerl.algorithms.registry import algorithm_names, get_algorithm
 from offlinerl.config_io import ConfigError
 from offlinerl.evaluation.evaluate import evaluate_checkpoint
-from offlinerl.algorithms.registry import algorithm_names, get_algorithm
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 KINDS = {"discrete": ("CartPole-v1", None), "continuous": ("Pendulum-v1", 40)}

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.cql import CQLConfig, CQLLearner, CQLRLModule
 from offlinerl.algorithms.iql import IQLConfig, IQLLearner, IQLRLModule
 from offlinerl.core import columns as C
 from offlinerl.core.learner_group import LearnerGroup
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 BOX_OBS = gym.spaces.Box(-1, 1, (3,), np.float32)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from offlinerl.jobs.spec import load_job_spec
 from offlinerl.algorithms.rebrac import ReBRACRLModule
 from offlinerl.core import columns as C
 from offlinerl.env.evaluation import evaluate_module
 from offlinerl.episodes import read_info
+from offlinerl.jobs.spec import load_job_spec
 from offlinerl.scoring import score_for_dataset
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.rebrac import ReBRACConfig, ReBRACLearner, ReBRACRLModule
 from offlinerl.algorithms.rebrac import losses as L
+from offlinerl.config_io import ConfigError
 from offlinerl.connectors import AddNextActions, AddTransitions, ConnectorPipeline, EpisodeColumns
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec

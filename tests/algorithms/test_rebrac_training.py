@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
-from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.rebrac import ReBRACConfig
+from offlinerl.config_io import ConfigError
 from offlinerl.core import columns as C
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,10 +11,10 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.training.algorithm import Algorithm
-from offlinerl.config_io import ConfigError
 from offlinerl.algorithms.td3bc import TD3BCConfig
 from offlinerl.cli import main
+from offlinerl.config_io import ConfigError
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -10,8 +10,8 @@ import pytest
 
 from offlinerl.cli import main
 from offlinerl.episodes import write_dataset
-from tests.export.test_export_policy import write_untrained_checkpoint
 from tests.episodes.builders import make_episode
+from tests.export.test_export_policy import write_untrained_checkpoint
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)

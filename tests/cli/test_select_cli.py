@@ -5,10 +5,10 @@ import json
 import pytest
 import yaml
 
-from offlinerl.training.checkpoint import load_checkpoint
-from offlinerl.evaluation.ope.run import METHODS
 from offlinerl.algorithms.algorithm_config import OPE_METHODS
 from offlinerl.cli import main
+from offlinerl.evaluation.ope.run import METHODS
+from offlinerl.training.checkpoint import load_checkpoint
 from tests.datagen import make_dataset
 
 

@@ -12,7 +12,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from offlinerl.training.checkpoint import Checkpoint, CheckpointError, CheckpointMeta
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.connectors import (ConnectorStateError, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
                                   module_to_env_pipeline, observation_connectors)
@@ -21,6 +20,7 @@ from offlinerl.core.flatten import flat_dim
 from offlinerl.data.transitions import load_transitions
 from offlinerl.episodes import load_episodes, write_dataset
 from offlinerl.episodes.arrow import batch_map
+from offlinerl.training.checkpoint import Checkpoint, CheckpointError, CheckpointMeta
 from tests.episodes.builders import make_episode
 
 SPACES = {

@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from offlinerl.config_io import ConfigError
-from offlinerl.data.config import DataConfig, HoldoutConfig
 from offlinerl.algorithms.marwil import MARWILConfig
-from offlinerl.evaluation.ope.data import load_ope_episodes
+from offlinerl.config_io import ConfigError
 from offlinerl.core import columns as C
 from offlinerl.data import OfflineData
+from offlinerl.data.config import DataConfig, HoldoutConfig
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids
 from offlinerl.episodes import load_episodes
+from offlinerl.evaluation.ope.data import load_ope_episodes
 from tests.datagen import make_dataset
 
 

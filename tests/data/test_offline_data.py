@@ -6,10 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from offlinerl.data.config import DataConfig
 from offlinerl.algorithms.marwil import MARWILConfig
 from offlinerl.core import columns as C
 from offlinerl.data import InMemorySource, OfflineData
+from offlinerl.data.config import DataConfig
 from offlinerl.data.offline_data import sample_episodes
 from offlinerl.episodes import load_episodes
 from tests.datagen import make_dataset

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 

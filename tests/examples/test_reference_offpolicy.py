@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.algorithms.iql import IQLConfig
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

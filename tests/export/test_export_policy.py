@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
-from offlinerl.training.checkpoint import class_path, load_checkpoint, write_checkpoint
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.export import METADATA_KEY, export_policy, policy_inputs
 from offlinerl.connectors import module_to_env_pipeline, observation_connectors
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flatten_batch
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.episodes import write_dataset
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.export import METADATA_KEY, export_policy, policy_inputs
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import class_path, load_checkpoint, write_checkpoint
 from tests.episodes.builders import make_episode, sample_batch
 
 N_OBS = 1000

@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.jobs.spec import load_finetune_spec
-from offlinerl.jobs.finetune import close_episodes
 from offlinerl.cli import main
+from offlinerl.env.collect import CollectConfig, collect
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
 from offlinerl.episodes.validate import validate_dataset
-from offlinerl.env.collect import CollectConfig, collect
+from offlinerl.jobs.finetune import close_episodes
+from offlinerl.jobs.spec import load_finetune_spec
+from offlinerl.training.algorithm import Algorithm
 
 
 @pytest.fixture(scope="module")

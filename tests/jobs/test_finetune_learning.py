@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from offlinerl.training.algorithm import Algorithm
-from offlinerl.jobs.spec import load_finetune_spec
-from offlinerl.jobs.finetune import run_finetune
 from offlinerl.algorithms.registry import get_algorithm
+from offlinerl.jobs.finetune import run_finetune
+from offlinerl.jobs.spec import load_finetune_spec
+from offlinerl.training.algorithm import Algorithm
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from offlinerl.config_io import ConfigError
-from offlinerl.jobs.guards import NonFiniteLossError
 from offlinerl.jobs import loop
+from offlinerl.jobs.guards import NonFiniteLossError
 from offlinerl.jobs.loop import run_job, write_result
 from offlinerl.jobs.spec import StopConfig
 

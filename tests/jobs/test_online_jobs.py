@@ -13,17 +13,17 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.training.algorithm import Algorithm
-from offlinerl.training.checkpoint import load_checkpoint
-from offlinerl.config_io import from_dict
 from offlinerl.algorithms.iql import IQLConfig
-from offlinerl.jobs.spec import FinetuneSpec
-from offlinerl.training.online_config import OnlineConfig
-from offlinerl.evaluation.acting import checkpoint_policy
-from offlinerl.jobs.finetune import run_finetune
 from offlinerl.cli import main
+from offlinerl.config_io import from_dict
 from offlinerl.episodes import load_episodes
 from offlinerl.episodes.validate import validate_dataset
+from offlinerl.evaluation.acting import checkpoint_policy
+from offlinerl.jobs.finetune import run_finetune
+from offlinerl.jobs.spec import FinetuneSpec
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import load_checkpoint
+from offlinerl.training.online_config import OnlineConfig
 from tests.datagen import make_dataset
 from tests.processes import kill_once_written
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from offlinerl.cli import main
 from offlinerl.config_io import ConfigError
 from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, summarize
-from offlinerl.cli import main
 from tests.datagen import make_dataset
 from tests.processes import kill_once_written
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 import yaml
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.training.checkpoint import allow_class, load_checkpoint
 from offlinerl.cli import main
+from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.checkpoint import allow_class, load_checkpoint
 from tests.datagen import make_dataset
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints"

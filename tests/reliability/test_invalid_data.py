@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
-from offlinerl.jobs.guards import NonFiniteLossError, check_losses, metrics_json
 from offlinerl.cli import main
 from offlinerl.episodes import INFO_FILE, space_to_json
 from offlinerl.episodes.validate import InvalidDatasetError
+from offlinerl.jobs.guards import NonFiniteLossError, check_losses, metrics_json
+from offlinerl.training.algorithm import Algorithm
 from tests.episodes.builders import make_episode, write_raw
 
 OBS = gym.spaces.Box(np.array([-1.0, -1.0, -8.0], np.float32), np.array([1.0, 1.0, 8.0], np.float32), dtype=np.float32)

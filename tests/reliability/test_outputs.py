@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 import yaml
 
-from offlinerl.jobs.sweep import SweepSpec, plan_trials
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes, write_dataset
 from offlinerl.episodes.stats import StatsError, dataset_stats, plot_stats
+from offlinerl.jobs.sweep import SweepSpec, plan_trials
 from tests.conftest import REPO
 from tests.datagen import make_dataset
 

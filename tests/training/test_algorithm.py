@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.algorithms.marwil import MARWILConfig
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from offlinerl.training.online_config import ConfigError, OnlineConfig
 from offlinerl.training.gate import PolicyGate, paired_gate
+from offlinerl.training.online_config import ConfigError, OnlineConfig
 
 
 def test_paired_gate_subtracts_standard_errors_of_the_mean_difference():

@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import torch
 
-from offlinerl.training.algorithm import Algorithm
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.core import columns as C
 from offlinerl.episodes import load_episodes, read_info, write_dataset
+from offlinerl.training.algorithm import Algorithm
 from tests.datagen import make_dataset
 
 

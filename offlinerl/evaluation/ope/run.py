@@ -24,14 +24,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from offlinerl.training.checkpoint import load_checkpoint
-from offlinerl.evaluation.ope import estimators as E
-from offlinerl.evaluation.ope.data import OPEEpisodes, load_ope_episodes
-from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.core import columns as C
 from offlinerl.core.rl_module import MultiRLModule
 from offlinerl.env.env_check import space_mismatch
 from offlinerl.env.policies import forward, module_inputs
+from offlinerl.evaluation.ope import estimators as E
+from offlinerl.evaluation.ope.data import OPEEpisodes, load_ope_episodes
+from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
+from offlinerl.training.checkpoint import load_checkpoint
 
 __all__ = ["METHODS", "OPEConfig", "evaluate_policy_offline", "ope_checkpoints"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from offlinerl.config_io import to_finite_json
+from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.sweep.plan import TRIALS, SweepSpec
-from offlinerl.core import metrics as M
 
 __all__ = ["summarize"]
 

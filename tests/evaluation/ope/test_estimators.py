@@ -5,9 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from offlinerl.evaluation.ope.estimators import (bootstrap_ci, discounted_returns, doubly_robust,
-                                                 effective_sample_size, importance_sampling, pad_episodes,
-                                                 per_decision_is, weighted_is)
+from offlinerl.evaluation.ope.estimators import (bootstrap_ci, discounted_returns, doubly_robust, effective_sample_size,
+                                                 importance_sampling, pad_episodes, per_decision_is, weighted_is)
 
 GAMMA = 0.5
 # episode 1 (2 steps): r = 1, 2;     π(a|s) = .5, .4;     μ(a|s) = .25, .8    → ρ = 2, .5

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from offlinerl.env.collect import CollectConfig, collect
 from offlinerl.evaluation.ope.data import load_ope_episodes
 from offlinerl.evaluation.ope.estimators import discounted_returns, pad_episodes
 from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
-from offlinerl.env.collect import CollectConfig, collect
 from tests.export.test_export_policy import write_untrained_checkpoint
 
 FAST = FQEConfig(num_updates=600, target_update_interval=10, batch_size=64, hidden=(32, 32), lr=3e-3)
