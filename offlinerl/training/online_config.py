@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from offlinerl.config_io import ConfigError
+from offlinerl.config_io import check
 from offlinerl.data.replay import MIXING
 
 __all__ = ["OnlineConfig"]
@@ -70,28 +70,20 @@ class OnlineConfig:
     """``offlinerl finetune`` without ``--record``: write every online episode to ``<run>/online-episodes``."""
 
     def __post_init__(self) -> None:
-        if self.num_env_runners < 0:
-            raise ConfigError(f"online.num_env_runners: must be >= 0, got {self.num_env_runners}")
-        if self.num_envs < 1:
-            raise ConfigError(f"online.num_envs: must be >= 1, got {self.num_envs}")
-        if self.num_eval_env_runners < 0:
-            raise ConfigError(f"online.num_eval_env_runners: must be >= 0, got {self.num_eval_env_runners}")
-        if self.num_cpus_per_env_runner <= 0:
-            raise ConfigError(f"online.num_cpus_per_env_runner: must be positive, got {self.num_cpus_per_env_runner}")
-        if self.env_steps_per_iteration < 1:
-            raise ConfigError(f"online.env_steps_per_iteration: must be >= 1, got {self.env_steps_per_iteration}")
-        if not 0.0 <= self.online_fraction <= 1.0:
-            raise ConfigError(f"online.online_fraction: must be in [0, 1], got {self.online_fraction}")
-        if self.mixing not in MIXING:
-            raise ConfigError(f"online.mixing: one of {', '.join(MIXING)}, got {self.mixing!r}")
-        if self.critic_warmup_iterations < 0:
-            raise ConfigError(f"online.critic_warmup_iterations: must be >= 0, got {self.critic_warmup_iterations}")
-        if self.promotion not in PROMOTIONS:
-            raise ConfigError(f"online.promotion: one of {', '.join(PROMOTIONS)}, got {self.promotion!r}")
-        if self.gate_confidence < 0:
-            raise ConfigError(f"online.gate_confidence: must be >= 0, got {self.gate_confidence}")
+        check(self.num_env_runners >= 0, "online.num_env_runners", f"must be >= 0, got {self.num_env_runners}")
+        check(self.num_envs >= 1, "online.num_envs", f"must be >= 1, got {self.num_envs}")
+        check(self.num_eval_env_runners >= 0, "online.num_eval_env_runners",
+              f"must be >= 0, got {self.num_eval_env_runners}")
+        check(self.num_cpus_per_env_runner > 0, "online.num_cpus_per_env_runner",
+              f"must be positive, got {self.num_cpus_per_env_runner}")
+        check(self.env_steps_per_iteration >= 1, "online.env_steps_per_iteration",
+              f"must be >= 1, got {self.env_steps_per_iteration}")
+        check(0.0 <= self.online_fraction <= 1.0, "online.online_fraction", f"must be in [0, 1], got {self.online_fraction}")
+        check(self.mixing in MIXING, "online.mixing", f"one of {', '.join(MIXING)}, got {self.mixing!r}")
+        check(self.critic_warmup_iterations >= 0, "online.critic_warmup_iterations",
+              f"must be >= 0, got {self.critic_warmup_iterations}")
+        check(self.promotion in PROMOTIONS, "online.promotion", f"one of {', '.join(PROMOTIONS)}, got {self.promotion!r}")
+        check(self.gate_confidence >= 0, "online.gate_confidence", f"must be >= 0, got {self.gate_confidence}")
         for name in ("gate_episodes", "gate_interval"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"online.{name}: must be >= 1, got {getattr(self, name)}")
-        if self.replay_capacity < 1:
-            raise ConfigError(f"online.replay_capacity: must be >= 1, got {self.replay_capacity}")
+            check(getattr(self, name) >= 1, f"online.{name}", f"must be >= 1, got {getattr(self, name)}")
+        check(self.replay_capacity >= 1, "online.replay_capacity", f"must be >= 1, got {self.replay_capacity}")

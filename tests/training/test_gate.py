@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from offlinerl.training.gate import PolicyGate, paired_gate
-from offlinerl.training.online_config import ConfigError, OnlineConfig
+from offlinerl.config_io import ConfigError
+from offlinerl.training.online_config import OnlineConfig
 
 
 def test_paired_gate_subtracts_standard_errors_of_the_mean_difference():

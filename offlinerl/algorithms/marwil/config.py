@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.config_io import check
 
 __all__ = ["MARWILConfig"]
 
@@ -28,16 +29,11 @@ class MARWILConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.beta < 0:
-            raise ConfigError(f"beta: must be >= 0, got {self.beta}")
-        if not 0 < self.sq_adv_norm_rate <= 1:
-            raise ConfigError(f"sq_adv_norm_rate: must be in (0, 1], got {self.sq_adv_norm_rate}")
-        if self.sq_adv_norm_start <= 0:
-            raise ConfigError(f"sq_adv_norm_start: must be positive, got {self.sq_adv_norm_start}")
-        if self.max_weight <= 0:
-            raise ConfigError(f"max_weight: must be positive, got {self.max_weight}")
-        if self.vf_coeff < 0:
-            raise ConfigError(f"vf_coeff: must be >= 0, got {self.vf_coeff}")
+        check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
+        check(0 < self.sq_adv_norm_rate <= 1, "sq_adv_norm_rate", f"must be in (0, 1], got {self.sq_adv_norm_rate}")
+        check(self.sq_adv_norm_start > 0, "sq_adv_norm_start", f"must be positive, got {self.sq_adv_norm_start}")
+        check(self.max_weight > 0, "max_weight", f"must be positive, got {self.max_weight}")
+        check(self.vf_coeff >= 0, "vf_coeff", f"must be >= 0, got {self.vf_coeff}")
 
     def module_config(self):
         return {**super().module_config(), "value_head": True}
