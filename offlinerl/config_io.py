@@ -225,5 +225,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {text!r}: {k!r} is not a mapping")
         node[keys[-1]] = value
-    check_env_ids(out, "--set")
+        given = value  # only what this override sets: the file's own values were checked when it was read
+        for k in reversed(keys):
+            given = {k: given}
+        check_env_ids(given, "--set")
     return out

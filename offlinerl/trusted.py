@@ -14,7 +14,7 @@ datasets, checkpoints - therefore never choose a module to import. A name is tru
 - an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
 
 Class names read from checkpoints are looked up in a registry table (``offlinerl.training.checkpoint``),
-never imported; :func:`check_class_name` is that lookup's message.
+never imported.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 __all__ = [
     "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "user_settings_file", "UntrustedNameError",
     "allowed_env_packages", "allow_env_packages", "split_packages",
-    "import_env_packages", "env_id_problem", "check_env_id", "check_class_name", "make_env", "env_spec_of",
+    "import_env_packages", "env_id_problem", "check_env_id", "make_env", "env_spec_of",
 ]
 
 #: Environment variable holding the allow-list of env packages (comma- or space-separated module names).
@@ -132,16 +132,6 @@ def check_env_id(env_id: Any, what: str = "the data", *, explicit: bool = False)
     if (problem := env_id_problem(env_id, what, explicit=explicit)) is not None:
         raise UntrustedNameError(problem)
     return env_id
-
-
-def check_class_name(name: Any, table: Mapping[str, type], what: str) -> type:
-    """The class registered under ``name`` in ``table``; :class:`UntrustedNameError` otherwise (nothing is
-    imported by name)."""
-    if isinstance(name, str) and name in table:
-        return table[name]
-    shown = str(name)[:120]
-    raise UntrustedNameError(f"{what} names the class {shown!r}, which is not registered "
-                             f"(known: {', '.join(sorted(table)) or 'none'}); classes are never imported by name")
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: str = "the data",

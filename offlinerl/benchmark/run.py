@@ -18,20 +18,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import yaml
+from typing import Any, Callable
 
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
-from offlinerl.config_io import ConfigError
+from offlinerl.config_io import ConfigError, load_file
 from offlinerl.config_io import to_finite_json
-from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import check_output_place, replace_file
+from offlinerl.jobs.sweep.summary import eval_curve, mean_std
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.settings_file import plain_json
 from offlinerl.trusted import allow_env_packages
@@ -74,7 +71,7 @@ def _budget_overrides(recipe: Path, updates: int | None, eval_episodes: int | No
     evaluate with ``eval_episodes`` episodes."""
     out = []
     if updates is not None:
-        data = yaml.safe_load(recipe.read_text())
+        data = load_file(recipe)
         per_iteration = int((data.get("config") or {}).get("updates_per_iteration", 1000))
         out += [f"stop.updates={updates}", "stop.iterations=null", "stop.wall_time_s=null", "stop.eval_return=null",
                 f"config.updates_per_iteration={min(per_iteration, updates)}"]
@@ -142,24 +139,12 @@ def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]
         if not isinstance(result.get("final_eval_return"), (int, float)):
             continue
         score = lambda r: normalized_score(r, *anchors)  # noqa: E731
-        curve = []
-        metrics = trial.parent / "metrics.jsonl"
-        for line in metrics.read_text().splitlines() if metrics.is_file() else []:
-            record = json.loads(line)
-            if isinstance(record.get(M.EVAL_RETURN_MEAN), (int, float)):
-                curve.append((float(record[M.UPDATES]), score(record[M.EVAL_RETURN_MEAN])))
+        curve = [(updates, score(ret)) for updates, ret in eval_curve(trial.parent / "metrics.jsonl")]
         best = result.get("best_eval_return")
         runs.append({"trial": trial.parent.name, "updates": result.get("updates"),
                      "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),
                      "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve})
     return runs
-
-
-def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    mean = sum(values) / len(values)
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> dict[str, Any]:
@@ -177,10 +162,11 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
         for algorithm in spec.algorithms:
             sweep_dir = root / "sweeps" / f"{name}-{algorithm}"
             runs = _runs(sweep_dir, anchors)
-            mean, std = _mean_std([r["final"] for r in runs])
+            mean, std = mean_std([r["final"] for r in runs])
             cells[f"{name}/{algorithm}"] = {
-                "dataset": name, "algorithm": algorithm, "skipped": not sweep_dir.is_dir(), "runs": runs, "final_mean": mean, "final_std": std,
-                "best_mean": _mean_std([r["best"] for r in runs if r["best"] is not None])[0],
+                "dataset": name, "algorithm": algorithm, "skipped": not sweep_dir.is_dir(), "runs": runs,
+                "final_mean": mean, "final_std": std,
+                "best_mean": mean_std([r["best"] for r in runs if r["best"] is not None])[0],
                 "published": published.get(algorithm), "published_name": d.published_name, "anchors": anchors,
                 "updates": max((r["updates"] or 0 for r in runs), default=None),
                 "train_time_s": sum(r["train_time_s"] or 0.0 for r in runs)}

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offlinerl.scoring import load_card
+
 __all__ = ["SuiteDataset", "Suite", "SUITES", "get_suite", "REPO", "RECIPES", "published_scores", "published_family"]
 
 #: The checkout this package lives in (the classic suite's datasets and pipelines are files of it).
@@ -74,20 +76,12 @@ class SuiteDataset:
         return out
 
     def anchors(self, path: Path) -> tuple[float, float]:
-        """``(random, expert)`` returns: the card's ``random_return`` and ``best_return`` (or the generator's
-        ``random`` / ``expert`` reference returns)."""
-        card_file = Path(path) / "card.json"
-        card = json.loads(card_file.read_text()) if card_file.is_file() else {}
-        random = card.get("random_return", (card.get("reference_returns") or {}).get("random"))
-        expert = card.get("best_return", (card.get("reference_returns") or {}).get("expert"))
-        if (random is None or expert is None) and self.generator is not None:
-            import importlib
-
-            refs = importlib.import_module(self.generator.split(":")[0]).reference_returns(self.name)
-            random, expert = refs["random"], refs["expert"]
-        if random is None or expert is None:
-            raise ValueError(f"{path}: no normalisation anchors (card.json random_return / best_return)")
-        return float(random), float(expert)
+        """``(random, expert)`` returns: the dataset card's ``random_return`` and ``best_return`` (shipped datasets
+        and our generators write both; :func:`offlinerl.scoring.load_card` checks them)."""
+        card = load_card(path)
+        if card is None:
+            raise ValueError(f"{path}: no card.json, so no normalisation anchors (random_return / best_return)")
+        return float(card["random_return"]), float(card["best_return"])
 
 
 @dataclass(frozen=True, kw_only=True)

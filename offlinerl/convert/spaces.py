@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from offlinerl.convert.interface import ConvertUsageError
-from offlinerl.trusted import UntrustedNameError, env_id_problem, make_env
+from offlinerl.trusted import UntrustedNameError, make_env
 
 __all__ = ["EnvSpaces", "env_spaces"]
 
@@ -32,10 +32,8 @@ def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None, *, trusted
     ``trusted=False`` for an id read from a file (a recording, a spec): ``module:Env-v0`` ids (which
     would import ``module``) are refused unless allow-listed (:func:`offlinerl.trusted.env_id_problem`).
     """
-    if (problem := env_id_problem(env_id, what, explicit=trusted)) is not None:
-        raise ConvertUsageError(problem)
     try:
-        env = make_env(env_id, env_kwargs, what=what, explicit=True)
+        env = make_env(env_id, env_kwargs, what=what, explicit=trusted)  # refuses an id that would import
     except UntrustedNameError as exc:
         raise ConvertUsageError(str(exc)) from None
     except Exception as exc:  # gymnasium raises several error types for unknown or broken ids

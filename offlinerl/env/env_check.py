@@ -12,9 +12,9 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-from offlinerl.trusted import UntrustedNameError, env_id_problem, make_env
+from offlinerl.trusted import UntrustedNameError, make_env
 
-__all__ = ["EnvMismatchError", "check_env", "refuse_importing_id", "space_mismatch"]
+__all__ = ["EnvMismatchError", "check_env", "space_mismatch"]
 
 
 class EnvMismatchError(ValueError):
@@ -52,13 +52,6 @@ def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> s
     return None
 
 
-def refuse_importing_id(env_id: str, what: str = "the data") -> None:
-    """Refuse an env id read from a file that would make gymnasium import a module nobody allowed
-    (:func:`offlinerl.trusted.env_id_problem`)."""
-    if (problem := env_id_problem(env_id, what)) is not None:
-        raise EnvMismatchError(problem)
-
-
 def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space,
               env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
     """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
@@ -69,10 +62,8 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
     """
     if not isinstance(env_id, str) or not env_id:
         raise EnvMismatchError(f"{what} names no usable env id ({env_id!r}); pass --env")
-    if (problem := env_id_problem(env_id, what, explicit=trusted)) is not None:
-        raise EnvMismatchError(problem)
     try:
-        env = make_env(env_id, env_kwargs, what=what, explicit=True)
+        env = make_env(env_id, env_kwargs, what=what, explicit=trusted)  # refuses an id that would import
     except UntrustedNameError as exc:
         raise EnvMismatchError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"

@@ -15,12 +15,12 @@ from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.sweep.plan import TRIALS, SweepSpec
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "mean_std", "eval_curve"]
 
 _STATS = ("final_eval_return", "best_eval_return", "final_eval_normalized_score", "best_eval_normalized_score")
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+def mean_std(values: list[float]) -> tuple[float | None, float | None]:
     """Mean and population standard deviation (None, None for no values)."""
     return (statistics.fmean(values), statistics.pstdev(values)) if values else (None, None)
 
@@ -37,15 +37,15 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
         if result_file.is_file():
             row["finished"] += 1
             row["results"].append(json.loads(result_file.read_text()))
-            row["curves"].append(_eval_curve(root / TRIALS / t.name / "metrics.jsonl"))
+            row["curves"].append(eval_curve(root / TRIALS / t.name / "metrics.jsonl"))
     rows = []
     for row in points.values():
         out = {**{k: row["point"][k] for k in spec.grid}, "trials": row["trials"], "finished": row["finished"]}
         for stat in _STATS:
             values = [r[stat] for r in row["results"] if isinstance(r.get(stat), (int, float))]
-            out[f"{stat}_mean"], out[f"{stat}_std"] = _mean_std(values)
-        out["updates_mean"], _ = _mean_std([r["updates"] for r in row["results"]])
-        out["train_time_s_mean"], _ = _mean_std([r["train_time_s"] for r in row["results"]])
+            out[f"{stat}_mean"], out[f"{stat}_std"] = mean_std(values)
+        out["updates_mean"], _ = mean_std([r["updates"] for r in row["results"]])
+        out["train_time_s_mean"], _ = mean_std([r["train_time_s"] for r in row["results"]])
         rows.append((out, row["curves"]))
     table = [r for r, _ in rows]
     _write_csv(root / "summary.csv", table)
@@ -62,7 +62,8 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     return out
 
 
-def _eval_curve(path: Path) -> list[tuple[float, float]]:
+def eval_curve(path: Path) -> list[tuple[float, float]]:
+    """``(updates, evaluation return)`` of every evaluation in a run's ``metrics.jsonl`` (unreadable lines skipped)."""
     if not path.is_file():
         return []
     out = []
