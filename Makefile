@@ -27,8 +27,8 @@ $(STAMP): pyproject.toml
 
 run: setup
 	$(BIN)/offlinerl validate datasets/cartpole-mixed
-	$(BIN)/offlinerl train pipelines/cartpole-bc.yaml --output runs/quickstart-bc-$$(date -u +%Y%m%dT%H%M%SZ)
-	$(BIN)/offlinerl train pipelines/cartpole-cql.yaml --output runs/quickstart-cql-$$(date -u +%Y%m%dT%H%M%SZ)
+	$(BIN)/offlinerl train jobs/cartpole-bc.yaml --output runs/quickstart-bc-$$(date -u +%Y%m%dT%H%M%SZ)
+	$(BIN)/offlinerl train jobs/cartpole-cql.yaml --output runs/quickstart-cql-$$(date -u +%Y%m%dT%H%M%SZ)
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -1,14 +1,14 @@
 """Same-budget d3rlpy reference runs of our CQL / IQL pipelines (issue 5), run by hand.
 
-Reads one of our pipeline files (``pipelines/*-cql.yaml`` / ``*-iql.yaml``: ``algorithm``,
+Reads one of our pipeline files (``jobs/*-cql.yaml`` / ``*-iql.yaml``: ``algorithm``,
 ``dataset``, ``config``, ``stop.updates``, read as ``benchmarks/quality.py`` reads them),
 trains d3rlpy's matching algorithm on the same episodes for the same number of updates
 with the closest settings d3rlpy offers, evaluates its deterministic policy in the real
 gymnasium env on the same evaluation seeds and number of episodes, normalises the return
 with the dataset's ``card.json`` anchors, and appends one JSON line per run:
 
-    /work/d3rlpy-venv/bin/python benchmarks/d3rlpy_reference.py run pipelines/pendulum-iql.yaml --seed 0 --out d3rlpy.jsonl
-    /work/d3rlpy-venv/bin/python benchmarks/d3rlpy_reference.py run pipelines/cartpole-cql.yaml --updates 300 --out /tmp/smoke.jsonl
+    /work/d3rlpy-venv/bin/python benchmarks/d3rlpy_reference.py run jobs/pendulum-iql.yaml --seed 0 --out d3rlpy.jsonl
+    /work/d3rlpy-venv/bin/python benchmarks/d3rlpy_reference.py run jobs/cartpole-cql.yaml --updates 300 --out /tmp/smoke.jsonl
     python benchmarks/d3rlpy_reference.py table d3rlpy.jsonl     # markdown, mean ± std over seeds (no d3rlpy needed)
 
 (run from the repository root; the script puts the root on ``sys.path`` itself.)
@@ -419,7 +419,7 @@ def main() -> None:
                                      epilog="Run `run` with the d3rlpy venv's python (see the module docstring).")
     sub = parser.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train d3rlpy's counterpart of one pipeline for one seed, evaluate, append a line")
-    r.add_argument("pipeline", help="pipelines/<dataset>-cql.yaml or -iql.yaml")
+    r.add_argument("pipeline", help="jobs/<dataset>-cql.yaml or -iql.yaml")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="our config override before mapping, e.g. --set cql_weight=1.0")

@@ -11,12 +11,12 @@ jobs=/tmp/qjobs.txt; : > $jobs
 alt_cql() { case $1 in cartpole) echo "cql_weight=0.2";; *) echo "cql_weight=1.0";; esac; }
 for ds in pendulum cartpole double-pendulum; do
   for seed in 0 1 2; do
-    echo "pipelines/$ds-iql.yaml --algorithm bc --seed $seed --device cpu" >> $jobs
-    echo "pipelines/$ds-cql.yaml --seed $seed --device ${GPU:-cuda}" >> $jobs
-    echo "pipelines/$ds-iql.yaml --seed $seed --device ${GPU:-cuda}" >> $jobs
+    echo "jobs/$ds-iql.yaml --algorithm bc --seed $seed --device cpu" >> $jobs
+    echo "jobs/$ds-cql.yaml --seed $seed --device ${GPU:-cuda}" >> $jobs
+    echo "jobs/$ds-iql.yaml --seed $seed --device ${GPU:-cuda}" >> $jobs
   done
-  echo "pipelines/$ds-cql.yaml --seed 0 --device ${GPU:-cuda} --set $(alt_cql $ds)" >> $jobs
-  echo "pipelines/$ds-iql.yaml --seed 0 --device ${GPU:-cuda} --set beta=10.0" >> $jobs
+  echo "jobs/$ds-cql.yaml --seed 0 --device ${GPU:-cuda} --set $(alt_cql $ds)" >> $jobs
+  echo "jobs/$ds-iql.yaml --seed 0 --device ${GPU:-cuda} --set beta=10.0" >> $jobs
 done
 n=0
 while read -r line; do

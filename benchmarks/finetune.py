@@ -1,7 +1,7 @@
 """Does online fine-tuning win? Start, end, worst dip and two baselines per shipped pipeline.
 
-For each offline pipeline P (``pipelines/P.yaml``) with a fine-tuning pipeline
-(``pipelines/P-finetune.yaml``) and each seed, through the real CLI:
+For each offline pipeline P (``jobs/P.yaml``) with a fine-tuning pipeline
+(``jobs/P-finetune.yaml``) and each seed, through the real CLI:
 
 1. ``offlinerl train P.yaml --set config.seed=S``: the offline checkpoint (kept in ``--workdir``);
 2. **fine-tune**: ``offlinerl finetune P-finetune.yaml --from`` it;
@@ -56,7 +56,7 @@ def _checkpoint(pipeline: str, seed: int, work: Path, untrained: bool) -> Path:
     if not final.exists():
         extra = ["--set", "stop.updates=1", "--set", "stop.iterations=1", "--set", "config.updates_per_iteration=1"] \
             if untrained else []
-        _offlinerl("train", f"pipelines/{pipeline}.yaml", "--set", f"config.seed={seed}", *extra, "-o", str(run))
+        _offlinerl("train", f"jobs/{pipeline}.yaml", "--set", f"config.seed={seed}", *extra, "-o", str(run))
     return final
 
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> None:
                 if out.exists():
                     continue
                 sets = [x for s in [f"config.seed={seed}", *SETS[variant], *args.set] for x in ("--set", s)]
-                seconds = _offlinerl("finetune", f"pipelines/{pipeline}-finetune.yaml", "--from", str(ckpt), *sets,
+                seconds = _offlinerl("finetune", f"jobs/{pipeline}-finetune.yaml", "--from", str(ckpt), *sets,
                                      "-o", str(out))
                 result = json.loads((out / "result.json").read_text())
                 curve = _curve(out, card)
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> None:
 def _dataset(pipeline: str) -> str:
     import yaml
 
-    return yaml.safe_load((ROOT / "pipelines" / f"{pipeline}.yaml").read_text())["dataset"]
+    return yaml.safe_load((ROOT / "jobs" / f"{pipeline}.yaml").read_text())["dataset"]
 
 
 def _ms(values: list[float]) -> str:

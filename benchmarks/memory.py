@@ -247,7 +247,7 @@ def train_one(dataset: str, algorithm: str, mode: str, updates: int, cap: int, w
               env: dict[str, str]) -> dict:
     name = f"{algorithm}-{mode}-{Path(dataset).name}"
     run_dir = workdir / name
-    cmd = [sys.executable, "-m", "offlinerl.cli", "train", str(REPO / "pipelines" / f"pendulum-{algorithm}.yaml"),
+    cmd = [sys.executable, "-m", "offlinerl.cli", "train", str(REPO / "jobs" / f"pendulum-{algorithm}.yaml"),
            "--set", f"dataset={dataset}", "--set", f"config.data.mode={mode}", "--set", f"stop.updates={updates}",
            "--set", "config.evaluation.interval=0", "--set", "checkpoint_interval=0", "-o", str(run_dir),
            "--no-progress"]

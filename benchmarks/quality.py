@@ -6,8 +6,8 @@ the Ray path, bit for bit) so many seeds can run side by side on one machine, on
 GPU. ``--algorithm bc`` runs BC with the pipeline's model, batch, normalisation and
 update budget instead (the pipeline's lr, else 1e-3); run on a BC pipeline it is that pipeline.
 
-    PYTHONPATH=. python benchmarks/quality.py run pipelines/pendulum-iql.yaml --seed 1 --out results.jsonl
-    PYTHONPATH=. python benchmarks/quality.py run pipelines/pendulum-iql.yaml --algorithm bc --seed 1 --out results.jsonl
+    PYTHONPATH=. python benchmarks/quality.py run jobs/pendulum-iql.yaml --seed 1 --out results.jsonl
+    PYTHONPATH=. python benchmarks/quality.py run jobs/pendulum-iql.yaml --algorithm bc --seed 1 --out results.jsonl
     PYTHONPATH=. python benchmarks/quality.py table results.jsonl      # markdown: mean ± std over seeds
 
 Each run appends one JSON line: pipeline, algorithm, seed, overrides, updates, seconds,

@@ -93,7 +93,7 @@ def command(pipeline: str, overrides: list[str]) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--pipeline", default="pipelines/pendulum-bc.yaml")
+    p.add_argument("--pipeline", default="jobs/pendulum-bc.yaml")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--baseline-code", type=Path, help="also time the phases with the code in this tree")
     p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "startup.json"))

@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"join it (auth {info['auth_mode']}):  source {info['root']}/env   # or:")
     for k, v in _join_vars(info).items():
         print(f"  export {k}={shlex.quote(v)}")
-    print("then e.g.:  offlinerl train pipelines/cartpole-bc.yaml --set config.num_learners=2")
+    print("then e.g.:  offlinerl train jobs/cartpole-bc.yaml --set config.num_learners=2")
     at = "" if Path(info["root"]) == DEFAULT_DIR.resolve() else f" CLUSTER_DIR={info['root']}"
     print(f"stop it:  make cluster-down{at}   (or: python examples/local_cluster.py down --dir {info['root']})")
     return 0

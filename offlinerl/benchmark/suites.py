@@ -8,7 +8,7 @@ A suite is a list of :class:`SuiteDataset`. Each knows
   ``random_return`` / ``best_return``, or the generator's reference returns);
 - its recipe per algorithm: a pipeline file with the family's published hyper-parameters
   (``offlinerl/benchmark/recipes/<family>-<algorithm>.yaml``) or, for the shipped classic datasets, the
-  tuned pipelines of ``pipelines/``;
+  tuned pipelines of ``jobs/``;
 - the env package its env needs (``--env-package``), and the name of the published dataset it mirrors
   (``maze2d-umaze-v1``) so the table can show the published numbers beside ours.
 """
@@ -46,7 +46,7 @@ class SuiteDataset:
     steps: dict[str, int] = field(default_factory=dict)
     """Generated sizes: size name -> env steps (``tiny`` for CI, ``small``, ``full`` = the published size)."""
     recipe_prefix: str | None = None
-    """Recipes ``pipelines/<prefix>-<algorithm>.yaml`` (the classic datasets); None: the family's recipes."""
+    """Recipes ``jobs/<prefix>-<algorithm>.yaml`` (the classic datasets); None: the family's recipes."""
     env_package: str | None = None
     """Package to import before its env is made (``gymnasium_robotics``)."""
     published_name: str | None = None
@@ -54,7 +54,7 @@ class SuiteDataset:
 
     def recipe(self, algorithm: str) -> Path:
         """The pipeline file that trains ``algorithm`` on this dataset; ``FileNotFoundError`` if there is none."""
-        path = (REPO / "pipelines" / f"{self.recipe_prefix}-{algorithm}.yaml" if self.recipe_prefix
+        path = (REPO / "jobs" / f"{self.recipe_prefix}-{algorithm}.yaml" if self.recipe_prefix
                 else RECIPES / f"{self.family}-{algorithm}.yaml")
         if not path.is_file():
             raise FileNotFoundError(f"no {algorithm} recipe for {self.name} (looked for {path})")

@@ -24,13 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(IQL, CQL), or as MARWIL on complete online episodes. Writes a run directory with config.yaml, "
         "metrics.jsonl, checkpoints (with the replay, so --resume continues exactly), result.json, and the "
         "online episodes as a dataset (--record DIR, else RUN/online-episodes).",
-        epilog="examples:\n  offlinerl finetune pipelines/pendulum-iql-finetune.yaml --from runs/iql/checkpoints/final "
+        epilog="examples:\n  offlinerl finetune jobs/pendulum-iql-finetune.yaml --from runs/iql/checkpoints/final "
         "--record data/pendulum-online\n"
         "  offlinerl finetune --resume runs/pendulum-iql-finetune-20261201T101500Z --set stop.iterations=20",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("pipeline", nargs="?",
-                   help="fine-tuning pipeline file (e.g. pipelines/pendulum-iql-finetune.yaml); not with --resume")
+                   help="fine-tuning pipeline file (e.g. jobs/pendulum-iql-finetune.yaml); not with --resume")
     p.add_argument("--from", dest="checkpoint", help="offline checkpoint directory (overrides the file's checkpoint)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the stopped or killed fine-tuning job in RUN_DIR from its newest checkpoint (its "

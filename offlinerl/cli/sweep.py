@@ -20,11 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "directory per trial under trials/, summary.csv and summary.md (mean ± std over seeds per grid point) and "
         "sweep.png. An interrupted sweep continues with --resume: finished trials are kept, the others resume "
         "from their newest checkpoint.",
-        epilog="examples:\n  offlinerl sweep pipelines/pendulum-iql.yaml --grid config.beta=1,3,10 --seeds 0,1,2\n"
-        "  offlinerl sweep pipelines/cartpole-bc.yaml --grid config.lr=1e-3,3e-4 --grid 'config.model.hidden=[64,64],"
+        epilog="examples:\n  offlinerl sweep jobs/pendulum-iql.yaml --grid config.beta=1,3,10 --seeds 0,1,2\n"
+        "  offlinerl sweep jobs/cartpole-bc.yaml --grid config.lr=1e-3,3e-4 --grid 'config.model.hidden=[64,64],"
         "[256,256]' --set stop.updates=2000 -o sweeps/bc-lr\n"
         "  offlinerl sweep --resume sweeps/bc-lr\n"
-        "  offlinerl sweep pipelines/cartpole-iql.yaml --grid config.expectile=0.7,0.9 --seeds 0,1 "
+        "  offlinerl sweep jobs/cartpole-iql.yaml --grid config.expectile=0.7,0.9 --seeds 0,1 "
         "--address 10.0.0.1:6379 --max-concurrent 8",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -16,13 +16,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train an algorithm on an episode dataset as described by PIPELINE (YAML or JSON: algorithm, "
         "dataset, config, stop conditions, output). Writes a run directory with the resolved config, metrics.jsonl, "
         "TensorBoard logs, checkpoints, learning_curve.png and result.json.",
-        epilog="examples:\n  offlinerl train pipelines/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000\n"
+        epilog="examples:\n  offlinerl train jobs/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000\n"
         "  offlinerl train --resume runs/cartpole-bc-20261201T101500Z --set stop.updates=6000\n"
-        "  offlinerl train pipelines/cartpole-bc.yaml --select-by fqe --set config.data.holdout.fraction=0.2 "
+        "  offlinerl train jobs/cartpole-bc.yaml --select-by fqe --set config.data.holdout.fraction=0.2 "
         "--set checkpoint_interval=2",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", nargs="?", help="pipeline file (e.g. pipelines/cartpole-bc.yaml); not with --resume")
+    p.add_argument("pipeline", nargs="?", help="pipeline file (e.g. jobs/cartpole-bc.yaml); not with --resume")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the stopped or killed job in RUN_DIR from its newest checkpoint (metrics.jsonl is "
                    "kept up to that checkpoint; --set may only change stop.*, checkpoint_interval, checkpoint_keep)")

@@ -1,6 +1,6 @@
 """Job specs: one YAML (or JSON) file = one reproducible job, read into a frozen dataclass.
 
-``JobSpec`` is a training job (``offlinerl train``; the files under ``pipelines/``)::
+``JobSpec`` is a training job (``offlinerl train``; the files under ``jobs/``)::
 
     algorithm: bc
     dataset: datasets/cartpole-mixed
@@ -99,7 +99,7 @@ def _algorithm_config(spec: JobSpec, where: Path) -> AlgorithmConfig:
 
 
 def load_job_spec(path: str | Path, overrides: list[str] = ()) -> tuple[JobSpec, AlgorithmConfig]:
-    """Read a training job file (``pipelines/*.yaml``), apply ``key=value`` overrides; returns (the spec, with the
+    """Read a training job file (``jobs/*.yaml``), apply ``key=value`` overrides; returns (the spec, with the
     dataset path resolved, and its algorithm config)."""
     path = Path(path)
     data = apply_overrides(load_file(path), list(overrides))

@@ -1,4 +1,4 @@
-"""``offlinerl train``: a training job spec (``offlinerl.jobs.spec.JobSpec``, a file under ``pipelines/``) ->
+"""``offlinerl train``: a training job spec (``offlinerl.jobs.spec.JobSpec``, a file under ``jobs/``) ->
 a run directory.
 
 ``run_train`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):

@@ -50,7 +50,7 @@ def _learn(algo, module_cls, cfg, dataset, updates, episodes):
 
 @pytest.mark.slow
 def test_discrete_cql_learns_cartpole():
-    # pipelines/cartpole-cql.yaml's settings, 3000 of its 8000 updates: 69.8 here (5 episodes); BC of the
+    # jobs/cartpole-cql.yaml's settings, 3000 of its 8000 updates: 69.8 here (5 episodes); BC of the
     # mix drifts off at ~22. With tau 0.005 CQL had not left BC's level by 4000 updates.
     cfg = CQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "cql_weight": 1.0, "tau": 0.02,
                                "normalize_observations": True, "model": {"hidden": [128, 128]}})
@@ -59,7 +59,7 @@ def test_discrete_cql_learns_cartpole():
 
 @pytest.mark.slow
 def test_discrete_iql_learns_cartpole():
-    # pipelines/cartpole-iql.yaml's settings, 3000 of its 6000 updates: 84.9 here (5 episodes); BC of the
+    # jobs/cartpole-iql.yaml's settings, 3000 of its 6000 updates: 84.9 here (5 episodes); BC of the
     # mix drifts off at ~22. With beta 3 / expectile 0.7, IQL stayed near 60-75 on this data.
     cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "normalize_observations": True,
                                "expectile": 0.9, "beta": 10.0, "model": {"hidden": [128, 128]}})
@@ -68,7 +68,7 @@ def test_discrete_iql_learns_cartpole():
 
 @pytest.mark.slow
 def test_iql_learns_pendulum():
-    # pipelines/pendulum-iql.yaml's settings: 83 ± 7 over seeds 0-2 (BC 58 ± 7, benchmarks/quality.py). BC follows the
+    # jobs/pendulum-iql.yaml's settings: 83 ± 7 over seeds 0-2 (BC 58 ± 7, benchmarks/quality.py). BC follows the
     # data's slow pumping; IQL's advantage-weighted actor pumps at full torque like the expert.
     cfg = IQLConfig.from_dict({"seed": 0, "train_batch_size": 256, "normalize_observations": True, "beta": 3.0,
                                "model": {"hidden": [128, 128]}})

@@ -32,7 +32,7 @@ def _card(dataset: str) -> dict:
 def test_pipeline_reaches_target(ray_session, tmp_path, pipeline, dataset, updates, fraction):
     card = _card(dataset)
     target = card["return_mean"] + fraction * (card["best_return"] - card["return_mean"])
-    pipe, config = load_job_spec(REPO / "pipelines" / f"{pipeline}.yaml",
+    pipe, config = load_job_spec(REPO / "jobs" / f"{pipeline}.yaml",
                                  [f"stop.updates={updates}", "config.evaluation.interval=0"])
     result = run_train(pipe, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
     assert result["final_eval_return"] >= target, (result["final_eval_return"], target)

@@ -83,7 +83,7 @@ def test_discrete_actions_are_refused_before_any_setup(ray_session, datasets):
 def test_shipped_pipeline_loads_with_its_config():
     from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_job_spec(ROOT / "pipelines" / "pendulum-rebrac.yaml")
+    pipeline, config = load_job_spec(ROOT / "jobs" / "pendulum-rebrac.yaml")
     assert pipeline.algorithm == "rebrac" and isinstance(config, ReBRACConfig)
     assert (ROOT / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
     assert pipeline.stop.updates and config.normalize_observations

@@ -116,7 +116,7 @@ def test_cli_train_tiny_budget_and_discrete_refusal(ray_session, datasets, tmp_p
 def test_shipped_pipelines_load_with_their_config(dataset):
     from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_job_spec(EXAMPLES.parent / "pipelines" / f"{dataset}-td3bc.yaml")
+    pipeline, config = load_job_spec(EXAMPLES.parent / "jobs" / f"{dataset}-td3bc.yaml")
     assert pipeline.algorithm == "td3bc" and isinstance(config, TD3BCConfig)
     assert (EXAMPLES.parent / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
     assert pipeline.stop.updates and config.normalize_observations

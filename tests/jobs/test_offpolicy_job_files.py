@@ -8,7 +8,7 @@ from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.algorithms.iql import IQLConfig
 from offlinerl.jobs.spec import load_job_spec
 
-PIPELINES = Path(__file__).resolve().parents[2] / "pipelines"
+PIPELINES = Path(__file__).resolve().parents[2] / "jobs"
 NAMES = [f"{ds}-{algo}" for ds in ("pendulum", "cartpole", "double-pendulum") for algo in ("cql", "iql")]
 
 

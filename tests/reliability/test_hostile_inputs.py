@@ -196,7 +196,7 @@ def test_yaml_billion_laughs_exits_two_quickly(tmp_path):
     big.write_bytes(b"algorithm: bc\n" + b"#" * (2 * MiB) + b"\n")
     with pytest.raises(ConfigError, match="big.yaml: larger than 1,048,576 bytes"):
         load_file(big)
-    assert load_file(REPO / "pipelines" / "cartpole-bc.yaml")["algorithm"]  # plain files still load
+    assert load_file(REPO / "jobs" / "cartpole-bc.yaml")["algorithm"]  # plain files still load
 
 
 # ---------------------------------------------------------------- convert samplebatch end to end (Ray)
