@@ -23,6 +23,8 @@ __all__ = [
     "update_running_mean",
     "td_target",
     "ensemble_mse",
+    "soft_actor_loss",
+    "temperature_loss",
 ]
 
 
@@ -82,3 +84,13 @@ def td_target(rewards: torch.Tensor, terminateds: torch.Tensor, next_value: torc
 def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """``sum_e mean_b (q[e, b] - target[b])^2``: the regression loss of an ensemble of critics ``[E, B]``."""
     return (q - target.unsqueeze(0)).square().mean(dim=-1).sum()
+
+
+def soft_actor_loss(logp: torch.Tensor, q_min: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """SAC's policy loss ``mean(α·log π(ã|s) − min_e Q(s, ã))`` for ``ã ~ π(·|s)`` reparameterised; α a constant."""
+    return (alpha.detach() * logp - q_min).mean()
+
+
+def temperature_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    """SAC's temperature loss ``−mean(log α · (log π + H̄))``: raises α while the entropy −log π is below H̄."""
+    return -(log_alpha * (logp.detach() + target_entropy)).mean()

@@ -18,6 +18,7 @@ KNOWN_PACKAGES = {
     "cql": "offlinerl.algorithms.cql",
     "iql": "offlinerl.algorithms.iql",
     "td3bc": "offlinerl.algorithms.td3bc",
+    "sac": "offlinerl.algorithms.sac",
     "rebrac": "offlinerl.algorithms.rebrac",
 }
 

@@ -35,6 +35,8 @@ from offlinerl import ops
 from offlinerl.algorithms.cql.config import CQLConfig
 from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, RETURNS_TO_GO, REWARDS, TERMINATEDS
 from offlinerl.core.loss import LossOut
+from offlinerl.ops import soft_actor_loss as actor_loss
+from offlinerl.ops import temperature_loss
 
 __all__ = [
     "actor_loss",
@@ -71,19 +73,9 @@ def conservative_gap(q_data: Tensor, logits: Tensor, temperature: float = 1.0) -
     return (ood - q_data).mean(dim=-1)
 
 
-def actor_loss(logp: Tensor, q_min: Tensor, alpha: Tensor) -> Tensor:
-    """SAC policy loss mean(α·log π(ã|s) − min_e Q(s, ã)); α is treated as a constant."""
-    return (alpha.detach() * logp - q_min).mean()
-
-
 def bc_actor_loss(logp: Tensor, logp_data: Tensor, alpha: Tensor) -> Tensor:
     """Warm-up policy loss mean(α·log π(ã|s) − log π(a_data|s)); α is treated as a constant."""
     return (alpha.detach() * logp - logp_data).mean()
-
-
-def temperature_loss(log_alpha: Tensor, logp: Tensor, target_entropy: float) -> Tensor:
-    """−mean(log α · (log π + H̄)): raises α while the entropy −log π is below the target H̄."""
-    return -(log_alpha * (logp.detach() + target_entropy)).mean()
 
 
 def lagrange_loss(log_cql_alpha: Tensor, gap: Tensor, target_gap: float, max_alpha: float) -> Tensor:
