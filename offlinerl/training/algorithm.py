@@ -18,12 +18,13 @@ and checkpoints the deployed policy instead of the learners' latest, and every
 whether to replace it (``offlinerl.training.gate``).
 
 Checkpoints (``offlinerl.training.checkpoint``, the one place that writes and
-reads them) hold the module, optimizers, learner RNG states and sampler state
+reads them; ``offlinerl.training.resume`` turns this object's state into one and
+back) hold the module, optimizers, learner RNG states and sampler state
 (tensors), the config, counters (iterations, updates, env steps,
 ``weights_seq_no``), connector state and spaces (JSON) and, online, the replay's
 episodes (an episode dataset): ``from_checkpoint`` resumes a job so that it
 continues exactly as the uninterrupted job would (in-memory data mode; online,
-where iterations end on episode boundaries: see ``online/experience.py``).
+where iterations end on episode boundaries: see ``offlinerl.training.experience``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.algorithms.registry import AlgorithmSpec, get_algorithm
-from offlinerl.config_io import merge, to_dict
+from offlinerl.config_io import merge
 from offlinerl.core import columns as C
 from offlinerl.core import metrics as M
 from offlinerl.core.learner import POLICY_OPTIMIZERS
@@ -46,12 +47,11 @@ from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
-from offlinerl.env.env_check import check_env
 from offlinerl.env.evaluation import module_episodes
-from offlinerl.episodes.spaces import space_to_json
 from offlinerl.episodes.validate import require_valid
-from offlinerl.training.checkpoint import (DEPLOYED_KEY, Checkpoint, CheckpointError, allow_class, class_path,
-                                           load_checkpoint, write_checkpoint)
+from offlinerl.training import resume as _resume
+from offlinerl.training import setup as _setup
+from offlinerl.training.checkpoint import DEPLOYED_KEY, Checkpoint, allow_class, load_checkpoint, write_checkpoint
 from offlinerl.training.experience import OnlineExperience
 from offlinerl.training.gate import PolicyGate
 from offlinerl.training.online_config import OnlineConfig
@@ -94,12 +94,12 @@ class Algorithm:
         self.learner_class = allow_class(learner_class or spec.learner_cls)
         self.module_class = allow_class(module_class or spec.module_cls)
         self.offline_data = OfflineData(dataset, config)
-        self._check_eval_env()  # before any expensive setup: a wrong env must not cost a training run
+        _setup.check_eval_env(config, self.offline_data, self.dataset)  # a wrong env must not cost a training run
         if online is not None:
-            self._check_online_env()
+            _setup.check_online_env(config, online, self.offline_data, self.dataset)
         if connector_state:
             self.offline_data.set_connector_state(connector_state)
-        self._check_cpus()
+        _setup.check_cpus(config, online, self.offline_data)
         obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
         self.module_spec = MultiRLModuleSpec({
             mid: RLModuleSpec(self.module_class, obs_space, act_space, config.module_config())
@@ -142,36 +142,10 @@ class Algorithm:
             online, seed=self.config.seed, module_spec=self.module_spec.specs[C.DEFAULT_MODULE_ID],
             learner_pipeline=self.offline_data.learner_pipeline(normalize=True), env_to_module=self.env_to_module,
             observation_space=self.offline_data.observation_space, action_space=self.offline_data.action_space,
-            env=self.online_env_id(), env_kwargs=self._online_env_kwargs(), eval_env=self.eval_env_id(),
+            env=self.online_env_id(), env_kwargs=_setup.online_env_kwargs(self.config, online, self.offline_data), eval_env=self.eval_env_id(),
             eval_env_kwargs=self.eval_env_kwargs(), eval_episodes=ev.episodes, num_learners=self.learner_group.num_shards,
             capacity_per_learner=capacity,
         )
-
-    def _check_cpus(self) -> None:
-        """Learner and EnvRunner actors must fit the cluster (or they never start), and streaming needs a CPU for
-        Ray Data besides them (or the readers never start)."""
-        import ray
-
-        cfg, online = self.config, self.online
-        learners = cfg.num_learners * cfg.num_cpus_per_learner
-        runners = 0 if online is None else (online.num_env_runners + online.num_eval_env_runners) * online.num_cpus_per_env_runner
-        streaming = self.offline_data.mode == "streaming"
-        if not runners and not (streaming and learners):
-            return
-        cpus = ray.cluster_resources().get("CPU", 0)
-        left = cpus - learners - runners
-        if not runners and left < 1:
-            raise ValueError(
-                f"streaming mode with {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs leaves {left:g} of "
-                f"{cpus:g} CPUs for Ray Data (needs >= 1); lower num_cpus_per_learner (e.g. 0.5) or use data.mode=in_memory"
-            )
-        if left < (1 if streaming else 0):
-            raise ConfigError(
-                f"online.num_cpus_per_env_runner: {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs and "
-                f"{online.num_env_runners + online.num_eval_env_runners} env runners x {online.num_cpus_per_env_runner} "
-                f"CPUs leave {left:g} of {cpus:g} CPUs" + (" for Ray Data (streaming needs >= 1)" if streaming else "")
-                + "; lower online.num_cpus_per_env_runner or num_cpus_per_learner (e.g. 0.5), or use fewer actors"
-            )
 
     # -- the loop -----------------------------------------------------------------------------------
     def training_step(self) -> dict[str, float]:
@@ -250,7 +224,6 @@ class Algorithm:
             self.eval_module.load_state_dict(weights)
         if self.experience is not None and self.experience.eval_runners is not None:
             return self.experience.evaluate_episodes(episodes, seed, weights=self.eval_module.state_dict())
-        ev = self.config.evaluation
         return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,
                                env_kwargs=self.eval_env_kwargs())
 
@@ -279,56 +252,20 @@ class Algorithm:
         self.sync_weights()
 
     def eval_env_id(self) -> str:
-        env = self.config.evaluation.env or self.offline_data.info.env_id
-        if not env:
-            raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
-        return env
+        return _setup.eval_env_id(self.config, self.offline_data)
 
     def eval_env_kwargs(self) -> dict[str, Any]:
-        """``gymnasium.make`` kwargs of the evaluation env: for the dataset's own env, the task it recorded (its
-        env spec's kwargs and time limit, e.g. a maze map and a fixed goal) updated by ``evaluation.env_kwargs``;
-        for an env named by ``evaluation.env``, ``evaluation.env_kwargs`` alone."""
-        ev = self.config.evaluation
-        if ev.env is not None:
-            return dict(ev.env_kwargs)
-        return {**self.offline_data.info.env_kwargs, **ev.env_kwargs}
+        """``gymnasium.make`` kwargs of the evaluation env (``offlinerl.training.setup.eval_env_kwargs``)."""
+        return _setup.eval_env_kwargs(self.config, self.offline_data)
 
     def online_env_id(self) -> str:
         """The env online experience comes from: ``online.env``, else the evaluation env."""
-        return (self.online.env if self.online is not None else None) or self.eval_env_id()
-
-    def _online_env_kwargs(self) -> dict[str, Any]:
-        if self.online.env is None:
-            return dict(self.online.env_kwargs or self.eval_env_kwargs())
-        return dict(self.online.env_kwargs)
-
-    def _check_online_env(self) -> None:
-        """Online experience is single-agent, from an env with the dataset's spaces (``EnvMismatchError``)."""
-        data = self.offline_data
-        if data.multi_module:
-            raise ConfigError(f"online: the dataset holds {len(data.module_ids)} modules; online experience comes "
-                              "from single-agent gymnasium envs")
-        if self.online.env is None and not self.can_evaluate:
-            raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
-        if self.online.promotion == "gated" and not self.can_evaluate:
-            raise ConfigError("online.promotion: gated scores policies in the evaluation env; the dataset names none "
-                              "and evaluation.env is not set")
-        if self.online.env is not None:
-            check_env(self.online.env, data.observation_space, data.action_space, self.online.env_kwargs,
-                      trusted=True, what=f"the dataset {self.dataset}")
+        return _setup.online_env_id(self.config, self.online, self.offline_data)
 
     @property
     def can_evaluate(self) -> bool:
         """Evaluation runs single-agent gymnasium envs: one module, and an env named by the config or the dataset."""
-        return not self.offline_data.multi_module and bool(self.config.evaluation.env or self.offline_data.info.env_id)
-
-    def _check_eval_env(self) -> None:
-        """Make the evaluation env once and compare its spaces with the dataset's (``EnvMismatchError``)."""
-        if not self.can_evaluate:
-            return
-        ev, data = self.config.evaluation, self.offline_data
-        check_env(self.eval_env_id(), data.observation_space, data.action_space, self.eval_env_kwargs(),
-                  trusted=ev.env is not None, what=f"the dataset {self.dataset}")
+        return _setup.can_evaluate(self.config, self.offline_data)
 
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
         if self.offline_data.multi_module:
@@ -343,29 +280,8 @@ class Algorithm:
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def metadata(self) -> dict[str, Any]:
-        """What ``algorithm.json`` holds besides the format fields (see ``offlinerl.training.checkpoint``)."""
-        info = self.offline_data.info
-        return {
-            "algorithm": self.name,
-            "config": self.config.to_dict(),
-            "dataset": self.dataset,
-            "env_id": info.env_id,
-            "env_kwargs": self.eval_env_kwargs() if self.can_evaluate else {},
-            "observation_space": space_to_json(info.observation_space),
-            "action_space": space_to_json(info.action_space),
-            "module_class": class_path(self.module_class),
-            "module_ids": list(self.offline_data.module_ids),
-            "learner_class": class_path(self.learner_class),
-            "connector_state": self.offline_data.connector_state(),
-            "iteration": self.iteration,
-            "num_updates": self.num_updates,
-            "env_steps": self.env_steps,
-            "weights_seq_no": self.weights_seq_no,
-            "best_eval_return": self.best_eval_return,
-            "last_eval": self.last_eval,
-            **({} if self.online is None else {"online": to_dict(self.online)}),
-            **({} if self.gate is None or self.gate.weights is None else {"gate": self.gate.metadata()}),
-        }
+        """What ``algorithm.json`` holds besides the format fields (``offlinerl.training.resume.metadata``)."""
+        return _resume.metadata(self)
 
     def save_checkpoint(self, path: str | Path, overwrite: bool = False) -> Path:
         """Write a checkpoint directory atomically (temp dir + rename); online, with the replay's episodes."""
@@ -389,7 +305,7 @@ class Algorithm:
         ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
         ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
         if resume and online is not None:
-            _check_online_resume(ckpt)
+            _resume.check_online_resume(ckpt)
         config = type(ckpt.config).from_dict(merge(ckpt.meta.config, overrides)) if overrides else ckpt.config
         algo = cls(ckpt.algorithm, config, dataset or ckpt.meta.dataset, learner_class=ckpt.learner_class,
                    module_class=ckpt.module_class, connector_state=ckpt.connector_state, online=online, **kwargs)
@@ -402,34 +318,7 @@ class Algorithm:
 
     def restore(self, checkpoint: str | Path | Checkpoint, *, resume: bool = True) -> None:
         """Load a checkpoint's state (``resume``: as in ``from_checkpoint``)."""
-        ckpt = load_checkpoint(checkpoint)
-        ckpt.trained_module  # noqa: B018 - shapes and finiteness, with a clear message, before the learners
-        ckpt.env_to_module()  # checks the connector state (e.g. normaliser statistics) before the data uses it
-        replay = None
-        if resume and self.experience is not None:
-            _check_online_resume(ckpt)
-            replay = ckpt.replay_episodes()  # every file checked before any state changes
-        self.offline_data.set_connector_state(ckpt.connector_state)
-        self.env_to_module = self.offline_data.env_to_module_pipeline()
-        state = ckpt.state if resume else _new_job_state(ckpt.state, self.learner_group.num_shards)
-        self.learner_group.set_state(state)
-        deployed = ckpt.deployed_policy()
-        if deployed is not None and not resume:  # a new job starts from the policy the old one deployed
-            self.learner_group.set_weights(deployed, strict=False)
-        meta = ckpt.meta
-        self.num_updates = meta.num_updates
-        self.iteration = meta.iteration if resume else 0
-        self.env_steps = meta.env_steps if resume else 0
-        self.weights_seq_no = meta.weights_seq_no if resume else 0
-        self.best_eval_return = meta.best_eval_return if resume else None
-        self.last_eval = dict(meta.last_eval) if resume else {}
-        if replay is not None:
-            self.experience.replay_size = self.learner_group.restore_online(self.experience.rebuild(replay))
-        if self.gate is not None and resume and deployed is not None:
-            if not isinstance(meta.gate, dict):
-                raise CheckpointError(f"{ckpt.path}: holds a deployed policy but algorithm.json has no gate record")
-            self.gate.restore(deployed, meta.gate)
-        self.sync_weights()
+        _resume.restore(self, load_checkpoint(checkpoint), resume=resume)
 
     def ray_nodes(self, validation: Any = None) -> dict[str, Any]:
         """Where this job runs (Ray node ids): the cluster's alive nodes, the driver's, each learner's by rank
@@ -451,24 +340,3 @@ class Algorithm:
             self.experience.stop()
         self.learner_group.shutdown()
 
-
-def _check_online_resume(ckpt: Checkpoint) -> None:
-    if not ckpt.has_replay:
-        raise CheckpointError(f"{ckpt.path}: holds no online replay (an offline job wrote it), so there is no online "
-                              "job to resume; start fine-tuning from it instead (offlinerl finetune --from, or "
-                              "from_checkpoint(..., resume=False))")
-
-
-def _new_job_state(state: Mapping[str, Any], num_learners: int) -> dict[str, Any]:
-    """A checkpoint's LearnerGroup state for a new job: every learner gets the module, optimizers, counters and
-    extra state (learner 0's where the new job has more learners), no batch-source state (the new job's sources
-    start fresh), and its RNG state only where the number of learners is unchanged (else each replica keeps the
-    stream it was seeded with)."""
-    learners = state["learners"]
-    out = []
-    for i in range(num_learners):
-        learner = dict(learners[min(i, len(learners) - 1)]["learner"])
-        if len(learners) != num_learners:
-            learner.pop("rng", None)
-        out.append({"learner": learner})
-    return {"num_learners": state.get("num_learners"), "learners": out}

@@ -25,12 +25,10 @@ NaN, a class nobody trusted) raises :class:`CheckpointError` naming the path
 and what to do. The ``replay/`` dataset is read with the dataset reader, after
 the size and hash of each of its files are checked.
 
-Nothing a checkpoint declares is allocated before it is checked: the model
-config's layer widths (:data:`MAX_HIDDEN_WIDTH`), the module it describes, counted
-on the meta device without storage (:data:`MAX_MODULE_PARAMETERS`, and no larger
-than the weights ``learner_group.pt`` holds), the tensors file's size and what its
-zip entries declare (:data:`MAX_STATE_BYTES`, no compressed entries), and the
-observation statistics (finite, a variance >= 0, one per observation dimension).
+Nothing a checkpoint declares is allocated before it is checked
+(``offlinerl.training.checkpoint_bounds``: layer widths, the module's parameter
+count, the tensors file's size, observation statistics); an online job's
+``replay/`` is written and read by ``offlinerl.training.checkpoint_replay``.
 
 Every reader (``evaluate``, ``collect --policy``, ``finetune --from``,
 ``train --resume``, ``Algorithm.from_checkpoint``) goes through
@@ -44,37 +42,39 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import pickle
 import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import gymnasium as gym
 import torch
-from torch.overrides import TorchFunctionMode
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import to_finite_json
-from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
-from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, atomic_directory
+from offlinerl.episodes.io import atomic_directory
 from offlinerl.episodes.spaces import SpaceError, space_from_json
+from offlinerl.training.checkpoint_bounds import (check_model, check_module_size, check_state_file, check_statistics,
+                                                  state_error)
 from offlinerl.training.checkpoint_meta import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, METADATA_FILE, REPLAY_DIR,
                                                 CheckpointError, CheckpointMeta)
+from offlinerl.training.checkpoint_replay import ReplayEpisodes, read_replay, write_replay
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_VERSION",
     "DEPLOYED_KEY",
     "METADATA_FILE",
+    "STATE_FILE",
     "Checkpoint",
     "CheckpointError",
     "CheckpointMeta",
     "ReplayEpisodes",
     "allow_class",
     "class_path",
+    "file_sha256",
     "load_checkpoint",
     "write_checkpoint",
 ]
@@ -82,18 +82,6 @@ __all__ = [
 STATE_FILE = "learner_group.pt"
 #: ``learner_group.pt``'s entry for a gated fine-tune's deployed policy (inference-only weights).
 DEPLOYED_KEY = "deployed"
-#: Widest layer a checkpoint's model config may declare (``hidden``, ``cnn_channels``, ``cnn_out``), and the most
-#: hidden layers: 64x the default width of 256, far past what offline RL trains.
-MAX_HIDDEN_WIDTH = 16384
-MAX_HIDDEN_LAYERS = 64
-#: Most critics (ensemble members) a checkpoint's config may declare.
-MAX_CRITICS = 1024
-#: Most parameters the module a checkpoint describes may have, all module ids, critics and targets together:
-#: 2**28 (1 GiB of float32), some 800x the default CQL module.
-MAX_MODULE_PARAMETERS = 2**28
-#: Largest ``learner_group.pt`` (and the most its zip entries may declare together): two learners' weights and
-#: Adam moments of a module at ``MAX_MODULE_PARAMETERS``, with room to spare.
-MAX_STATE_BYTES = 8 * 2**30
 
 _ALLOWED: dict[str, type] = {}
 
@@ -127,7 +115,8 @@ def _trusted_classes() -> dict[str, type]:
     return out
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 hex digest of ``path``, as ``algorithm.json``'s ``files`` records it."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -135,48 +124,8 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class ReplayEpisodes:
-    """The online experience an online job's replays were filled from, as a checkpoint keeps it.
-
-    ``groups[g]`` are the episodes (chunks, or whole episodes) one add brought, in order; the learner pipeline
-    and the split over learners turn them into the same transitions again (``offlinerl.training.experience``).
-    Written as an episode dataset whose rows are the groups' episodes in order; chunk indices are renumbered
-    from 0 per episode (the oldest chunks of an episode may have left the replays), nothing else changes.
-    """
-
-    groups: Sequence[Sequence[SingleAgentEpisode]]
-    """Episodes of each add, oldest add first."""
-    iterations: Sequence[int]
-    """The iteration of each add."""
-    observation_space: gym.Space
-    action_space: gym.Space
-
-
-def _renumbered(episodes: Sequence[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
-    """Chunk indices from 0 per episode: the rows are then a valid episode dataset."""
-    from dataclasses import replace
-
-    first: dict[tuple, int] = {}
-    for ep in episodes:
-        key = (ep.id, ep.agent_id)
-        first[key] = min(first.get(key, ep.chunk_index), ep.chunk_index)
-    return [ep if not first[(ep.id, ep.agent_id)] else replace(ep, chunk_index=ep.chunk_index - first[(ep.id, ep.agent_id)])
-            for ep in episodes]
-
-
-def _write_replay(replay: ReplayEpisodes, directory: Path) -> dict[str, Any]:
-    episodes = _renumbered([ep for group in replay.groups for ep in group])
-    longest = max((len(ep) for ep in episodes), default=0)
-    write_dataset(episodes, directory, observation_space=replay.observation_space,
-                  action_space=replay.action_space, max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest),
-                  provenance={"collector": "offlinerl online replay (checkpoint)"})
-    return {"dir": REPLAY_DIR, "groups": [{"iteration": int(i), "rows": len(g)}
-                                          for i, g in zip(replay.iterations, replay.groups)]}
-
-
 def _file_record(path: Path) -> dict[str, Any]:
-    return {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mapping[str, Any],
@@ -188,7 +137,7 @@ def write_checkpoint(path: str | Path, state: Mapping[str, Any], metadata: Mappi
         files = {STATE_FILE: _file_record(tmp / STATE_FILE)}
         extra: dict[str, Any] = {}
         if replay is not None:
-            extra["replay"] = _write_replay(replay, tmp / REPLAY_DIR)
+            extra["replay"] = write_replay(replay, tmp / REPLAY_DIR)
             for f in sorted((tmp / REPLAY_DIR).iterdir()):
                 files[f"{REPLAY_DIR}/{f.name}"] = _file_record(f)
         meta = {**to_finite_json(dict(metadata)), **extra, "format": CHECKPOINT_FORMAT,
@@ -206,126 +155,6 @@ def _resolve_class(name: str, role: str, file: Path) -> type:
             "offlinerl.training.checkpoint.allow_class(TheClass) before loading."
         )
     return cls
-
-
-def _state_error(file: Path, exc: BaseException) -> CheckpointError:
-    text = str(exc).lower()
-    if isinstance(exc, pickle.UnpicklingError) and ("weights only" in text or "weights_only" in text or "global" in text):
-        return CheckpointError(f"{file}: holds Python objects other than tensors; refused (loading a checkpoint never "
-                               "runs code it contains)")
-    return CheckpointError(f"{file}: cannot be read as a checkpoint's tensors ({type(exc).__name__}: {str(exc)[:200]}); "
-                           "the file is truncated, corrupted or not an offlinerl checkpoint")
-
-
-def _check_state_file(file: Path) -> None:
-    """Refuse a tensors file over :data:`MAX_STATE_BYTES`, or whose zip entries declare more than the file holds
-    (torch.save stores entries uncompressed; torch.load would inflate a compressed one to its declared size)."""
-    size = file.stat().st_size
-    if size > MAX_STATE_BYTES:
-        raise CheckpointError(f"{file}: {size:,} bytes, more than a checkpoint's tensors may take "
-                              f"({MAX_STATE_BYTES:,}, offlinerl.training.checkpoint.MAX_STATE_BYTES); refused")
-    try:
-        with zipfile.ZipFile(file) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise _state_error(file, exc) from None
-    declared = sum(e.file_size for e in entries)
-    compressed = [e.filename for e in entries if e.compress_type != zipfile.ZIP_STORED]
-    if compressed or declared > size:
-        raise CheckpointError(f"{file}: its zip entries declare {declared:,} bytes in a file of {size:,}"
-                              + (f" ({compressed[0]!r} is compressed)" if compressed else "")
-                              + "; torch.save writes neither, so this is not an offlinerl checkpoint's; refused")
-
-
-#: Tensor factories that take a size: under :class:`_ShapesOnly` they build on the meta device.
-_SIZED_FACTORIES = frozenset({torch.empty, torch.empty_strided, torch.zeros, torch.ones, torch.full, torch.eye,
-                              torch.rand, torch.randn, torch.randint})
-
-
-class _ShapesOnly(TorchFunctionMode):
-    """Sized tensor factories without a device build on the meta device: a module built under this mode has its
-    parameters' shapes and dtypes but no storage (tensors made from data, e.g. action bounds, stay real)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if func in _SIZED_FACTORIES and kwargs.get("device") is None:
-            kwargs["device"] = "meta"
-        return func(*args, **kwargs)
-
-
-def _check_model(file: Path, config: AlgorithmConfig) -> None:
-    """Refuse a model config wider or deeper than :data:`MAX_HIDDEN_WIDTH` / :data:`MAX_HIDDEN_LAYERS`, or
-    with more than :data:`MAX_CRITICS` critics, before any module is built (or counted)."""
-    model = config.module_config()
-    width = ("MAX_HIDDEN_WIDTH", MAX_HIDDEN_WIDTH)
-    caps = {"hidden": width, "cnn_channels": width, "cnn_out": width, "num_critics": ("MAX_CRITICS", MAX_CRITICS)}
-    for key, (cap_name, cap) in caps.items():
-        value = model.get(key)
-        listed = isinstance(value, (list, tuple))
-        values = list(value) if listed else [] if value is None else [value]
-        field = f"config.{key}" if key == "num_critics" else f"config.model.{key}"
-        if len(values) > MAX_HIDDEN_LAYERS:
-            raise CheckpointError(f"{file}: {field} declares {len(values):,} layers, more than {MAX_HIDDEN_LAYERS}; "
-                                  "refused before building the module")
-        for i, v in enumerate(values):
-            if isinstance(v, int) and v > cap:
-                raise CheckpointError(f"{file}: {field}{f'[{i}]' if listed else ''} is {v:,}, over the cap of "
-                                      f"{cap:,} (offlinerl.training.checkpoint.{cap_name}); refused before "
-                                      "building the module")
-
-
-def _check_module_size(ckpt: Checkpoint) -> None:
-    """Count the parameters of the module ``ckpt`` describes without allocating them, and refuse more than
-    :data:`MAX_MODULE_PARAMETERS`, or more bytes than ``learner_group.pt`` holds (the file keeps every weight)."""
-    try:
-        with _ShapesOnly():
-            params = list(ckpt.module_spec().build(inference_only=False).parameters())
-    except Exception:  # noqa: BLE001 - a custom module that cannot be built so is built for real, as before
-        return
-    count = sum(p.numel() for p in params)
-    nbytes = sum(p.numel() * p.element_size() for p in params)
-    file, state = ckpt.path / METADATA_FILE, ckpt.path / STATE_FILE
-    if count > MAX_MODULE_PARAMETERS:
-        raise CheckpointError(f"{file}: config.model and the spaces describe a module of {count:,} parameters, "
-                              f"over the cap of {MAX_MODULE_PARAMETERS:,} (offlinerl.training.checkpoint."
-                              "MAX_MODULE_PARAMETERS); refused before building it")
-    if state.is_file() and 0 < state.stat().st_size < nbytes:  # an empty or missing file is named as such later
-        raise CheckpointError(f"{file}: config.model and the spaces describe a module of {count:,} parameters "
-                              f"({nbytes:,} bytes), more than {state} holds ({state.stat().st_size:,} bytes); the "
-                              "config does not belong to these weights")
-
-
-def _check_statistics(file: Path, connector_state: Mapping[str, Any], observation_space: gym.Space) -> None:
-    """Refuse observation statistics that would normalise to NaN or belong to another space: ``count`` a
-    non-negative integer, ``mean`` and ``var`` one finite number per flattened observation dimension, ``var``
-    >= 0."""
-    from offlinerl.connectors import NormalizeObservations
-    from offlinerl.core.flatten import flat_dim
-
-    name = NormalizeObservations.__name__
-    stats = connector_state.get(name)
-    if stats is None:
-        return
-    where = f"{file}: connector_state.{name}"
-    if not isinstance(stats, dict):
-        raise CheckpointError(f"{where} must be an object with count, mean and var")
-    count = stats.get("count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise CheckpointError(f"{where}.count must be a non-negative integer, got {count!r:.80}")
-    if "mean" not in stats and "var" not in stats:
-        return
-    dim = flat_dim(observation_space)
-    for key in ("mean", "var"):
-        values = stats.get(key)
-        if not (isinstance(values, list) and len(values) == dim and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)):
-            shown = f"{len(values)} values" if isinstance(values, list) and len(values) != dim else f"{values!r:.80}"
-            raise CheckpointError(f"{where}.{key} must be {dim} finite numbers (one per dimension of the "
-                                  f"flattened observation space), got {shown}")
-    negative = next((i for i, v in enumerate(stats["var"]) if v < 0), None)
-    if negative is not None:
-        raise CheckpointError(f"{where}.var[{negative}] is {stats['var'][negative]!r}; a variance is never "
-                              "negative, so these statistics would normalise observations to NaN")
 
 
 @dataclass(frozen=True)
@@ -369,7 +198,7 @@ class Checkpoint:
             if size != recorded.get("bytes"):
                 raise CheckpointError(f"{file}: {size} bytes, but algorithm.json records {recorded.get('bytes')}; "
                                       "the file is truncated or was replaced")
-            if _sha256(file) != recorded.get("sha256"):
+            if file_sha256(file) != recorded.get("sha256"):
                 raise CheckpointError(f"{file}: its sha256 differs from the one algorithm.json records; the file "
                                       "was modified or corrupted")
         return file
@@ -378,12 +207,12 @@ class Checkpoint:
     def state(self) -> dict[str, Any]:
         """The LearnerGroup state (tensors only), after checking the file's size and hash."""
         file = self._check_file(STATE_FILE)
-        _check_state_file(file)
+        check_state_file(file)
         try:
             state = torch.load(file, map_location="cpu", weights_only=True)
         except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
                 AttributeError, TypeError, KeyError, IndexError) as exc:
-            raise _state_error(file, exc) from None
+            raise state_error(file, exc) from None
         learners = state.get("learners") if isinstance(state, dict) else None
         if not (isinstance(learners, list) and learners and all(
                 isinstance(s, dict) and isinstance(s.get("learner"), dict) and isinstance(s["learner"].get("module"), dict)
@@ -403,29 +232,7 @@ class Checkpoint:
         """The online experience of the learners' replays, grouped by add, after checking every file of ``replay/``."""
         if not self.has_replay:
             raise CheckpointError(f"{self.path}: holds no online replay (it was not written by an online job)")
-        groups_meta = self.meta.replay["groups"]
-        directory = self.path / REPLAY_DIR
-        names = sorted(n for n in self.meta.files if n.startswith(f"{REPLAY_DIR}/"))
-        if not names:
-            raise CheckpointError(f"{self.path / METADATA_FILE}: records no files of {REPLAY_DIR}/; refused")
-        for name in names:
-            self._check_file(name, required=True)
-        unlisted = sorted(f.name for f in directory.iterdir() if f"{REPLAY_DIR}/{f.name}" not in names)
-        if unlisted:
-            raise CheckpointError(f"{directory}: holds files algorithm.json does not record ({unlisted[:3]}); refused")
-        try:
-            episodes = load_episodes(directory, reassemble=False)
-        except (DatasetInfoError, OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(f"{directory}: cannot be read as an episode dataset ({exc})") from None
-        if len(episodes) != sum(g["rows"] for g in groups_meta):
-            raise CheckpointError(f"{directory}: {len(episodes)} rows, algorithm.json's replay.groups count "
-                                  f"{sum(g['rows'] for g in groups_meta)}")
-        groups, start = [], 0
-        for g in groups_meta:
-            groups.append(episodes[start:start + g["rows"]])
-            start += g["rows"]
-        return ReplayEpisodes(groups, [g["iteration"] for g in groups_meta], self.observation_space,
-                              self.action_space)
+        return read_replay(self.path, self.meta, self._check_file, self.observation_space, self.action_space)
 
     def module_state(self) -> dict[str, torch.Tensor]:
         """The trained module's weights (every learner holds the same; learner 0's are returned)."""
@@ -514,10 +321,10 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
         act_space = space_from_json(meta.action_space)
     except (SpaceError, RecursionError) as exc:
         raise CheckpointError(f"{file}: {exc}") from None
-    _check_model(file, config)
-    _check_statistics(file, meta.connector_state, obs_space)
+    check_model(file, config)
+    check_statistics(file, meta.connector_state, obs_space)
     ckpt = Checkpoint(path, meta, config, obs_space, act_space,
                       _resolve_class(meta.module_class, "module", file),
                       _resolve_class(meta.learner_class, "learner", file))
-    _check_module_size(ckpt)
+    check_module_size(file, path / STATE_FILE, ckpt.module_spec)
     return ckpt

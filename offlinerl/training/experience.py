@@ -39,7 +39,7 @@ from offlinerl.core.rl_module import RLModuleSpec
 from offlinerl.env import EnvRunnerConfig, EnvRunnerGroup
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
 from offlinerl.episodes import SingleAgentEpisode
-from offlinerl.training.checkpoint import ReplayEpisodes
+from offlinerl.training.checkpoint_replay import ReplayEpisodes
 from offlinerl.training.online_config import OnlineConfig
 from offlinerl.training.recording import OnlineRecording
 

@@ -29,7 +29,8 @@ from offlinerl.cli import main
 from offlinerl.convert.minari import MAX_GROUP_DEPTH
 from offlinerl.episodes import load_episodes, read_info
 from offlinerl.training.algorithm import Algorithm
-from offlinerl.training.checkpoint import MAX_HIDDEN_WIDTH, MAX_MODULE_PARAMETERS, _sha256
+from offlinerl.training.checkpoint import file_sha256 as _sha256
+from offlinerl.training.checkpoint_bounds import MAX_HIDDEN_WIDTH, MAX_MODULE_PARAMETERS
 from tests.convert.helpers import run_cli
 from tests.datagen import make_dataset
 from tests.reliability.hostile_inputs import GiB, MiB, TreePeak

@@ -74,7 +74,7 @@ def _evaluate(capsys, path, *args) -> tuple[int, str]:
 
 def _restamp(path: Path) -> None:
     """Record the tensors file's new size and hash, as a writer would (so the content checks are what fails)."""
-    from offlinerl.training.checkpoint import _sha256
+    from offlinerl.training.checkpoint import file_sha256 as _sha256
 
     state = path / "learner_group.pt"
     _edit_meta(path, files={"learner_group.pt": {"bytes": state.stat().st_size, "sha256": _sha256(state)}})

@@ -1,0 +1,106 @@
+"""What an ``Algorithm`` checks before it builds anything expensive: the envs it will play and the CPUs its actors
+need.
+
+The evaluation env is ``evaluation.env``, else the dataset's (with the task it recorded: its env spec's kwargs
+and time limit, updated by ``evaluation.env_kwargs``); online experience comes from ``online.env``, else the
+evaluation env. Each env is made once and its spaces compared with the dataset's (``EnvMismatchError``), so a
+wrong env never costs a training run; learner and EnvRunner actors must fit the cluster (or they never start),
+and streaming needs a CPU for Ray Data besides them (or the readers never start).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
+from offlinerl.data.offline_data import OfflineData
+from offlinerl.env.env_check import check_env
+from offlinerl.training.online_config import OnlineConfig
+
+__all__ = ["can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
+           "online_env_id", "online_env_kwargs"]
+
+
+def can_evaluate(config: AlgorithmConfig, data: OfflineData) -> bool:
+    """Evaluation runs single-agent gymnasium envs: one module, and an env named by the config or the dataset."""
+    return not data.multi_module and bool(config.evaluation.env or data.info.env_id)
+
+
+def eval_env_id(config: AlgorithmConfig, data: OfflineData) -> str:
+    env = config.evaluation.env or data.info.env_id
+    if not env:
+        raise ValueError("no evaluation env: the dataset has no env_id; set evaluation.env")
+    return env
+
+
+def eval_env_kwargs(config: AlgorithmConfig, data: OfflineData) -> dict[str, Any]:
+    """``gymnasium.make`` kwargs of the evaluation env: for the dataset's own env, the task it recorded (its
+    env spec's kwargs and time limit, e.g. a maze map and a fixed goal) updated by ``evaluation.env_kwargs``;
+    for an env named by ``evaluation.env``, ``evaluation.env_kwargs`` alone."""
+    ev = config.evaluation
+    if ev.env is not None:
+        return dict(ev.env_kwargs)
+    return {**data.info.env_kwargs, **ev.env_kwargs}
+
+
+def online_env_id(config: AlgorithmConfig, online: OnlineConfig | None, data: OfflineData) -> str:
+    """The env online experience comes from: ``online.env``, else the evaluation env."""
+    return (online.env if online is not None else None) or eval_env_id(config, data)
+
+
+def online_env_kwargs(config: AlgorithmConfig, online: OnlineConfig, data: OfflineData) -> dict[str, Any]:
+    """``online.env_kwargs``; for the evaluation env (no ``online.env``) the evaluation env's kwargs if none."""
+    if online.env is None:
+        return dict(online.env_kwargs or eval_env_kwargs(config, data))
+    return dict(online.env_kwargs)
+
+
+def check_eval_env(config: AlgorithmConfig, data: OfflineData, dataset: str) -> None:
+    """Make the evaluation env once and compare its spaces with the dataset's (``EnvMismatchError``)."""
+    if not can_evaluate(config, data):
+        return
+    check_env(eval_env_id(config, data), data.observation_space, data.action_space, eval_env_kwargs(config, data),
+              trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
+
+
+def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: OfflineData, dataset: str) -> None:
+    """Online experience is single-agent, from an env with the dataset's spaces (``EnvMismatchError``)."""
+    if data.multi_module:
+        raise ConfigError(f"online: the dataset holds {len(data.module_ids)} modules; online experience comes "
+                          "from single-agent gymnasium envs")
+    evaluable = can_evaluate(config, data)
+    if online.env is None and not evaluable:
+        raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
+    if online.promotion == "gated" and not evaluable:
+        raise ConfigError("online.promotion: gated scores policies in the evaluation env; the dataset names none "
+                          "and evaluation.env is not set")
+    if online.env is not None:
+        check_env(online.env, data.observation_space, data.action_space, online.env_kwargs,
+                  trusted=True, what=f"the dataset {dataset}")
+
+
+def check_cpus(config: AlgorithmConfig, online: OnlineConfig | None, data: OfflineData) -> None:
+    """Learner and EnvRunner actors must fit the cluster (or they never start), and streaming needs a CPU for
+    Ray Data besides them (or the readers never start)."""
+    import ray
+
+    cfg = config
+    learners = cfg.num_learners * cfg.num_cpus_per_learner
+    runners = 0 if online is None else (online.num_env_runners + online.num_eval_env_runners) * online.num_cpus_per_env_runner
+    streaming = data.mode == "streaming"
+    if not runners and not (streaming and learners):
+        return
+    cpus = ray.cluster_resources().get("CPU", 0)
+    left = cpus - learners - runners
+    if not runners and left < 1:
+        raise ValueError(
+            f"streaming mode with {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs leaves {left:g} of "
+            f"{cpus:g} CPUs for Ray Data (needs >= 1); lower num_cpus_per_learner (e.g. 0.5) or use data.mode=in_memory"
+        )
+    if left < (1 if streaming else 0):
+        raise ConfigError(
+            f"online.num_cpus_per_env_runner: {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs and "
+            f"{online.num_env_runners + online.num_eval_env_runners} env runners x {online.num_cpus_per_env_runner} "
+            f"CPUs leave {left:g} of {cpus:g} CPUs" + (" for Ray Data (streaming needs >= 1)" if streaming else "")
+            + "; lower online.num_cpus_per_env_runner or num_cpus_per_learner (e.g. 0.5), or use fewer actors"
+        )
