@@ -125,7 +125,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from offlinerl.algorithms.registry import get_algorithm  # noqa: E402
-from offlinerl.config_io import apply_overrides, load_file  # noqa: E402
+from offlinerl.trusted import load_config_file  # noqa: E402
 from offlinerl.scoring import score_for_dataset  # noqa: E402
 
 DIFFERENCES = {
@@ -156,7 +156,7 @@ DIFFERENCES = {
 
 def load_pipeline(pipeline_path: str, overrides: list[str]) -> tuple[dict, Any, str, int]:
     """(spec, our frozen config, absolute dataset path, updates) exactly as quality.py reads them."""
-    spec = apply_overrides(load_file(pipeline_path), [f"config.{o}" for o in overrides])
+    spec = load_config_file(pipeline_path, [f"config.{o}" for o in overrides])
     name = spec["algorithm"]
     if name not in ("cql", "iql"):
         raise SystemExit(f"{pipeline_path}: algorithm {name!r} has no d3rlpy reference here (cql or iql)")

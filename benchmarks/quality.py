@@ -31,7 +31,7 @@ import torch
 
 from offlinerl.algorithms.bc import BCConfig, bc_loss
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.config_io import apply_overrides, load_file
+from offlinerl.trusted import load_config_file
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import DefaultRLModule
 from offlinerl.env.evaluation import evaluate_module
@@ -68,8 +68,7 @@ def _bc_parts(cfg: BCConfig, info):
 
 def run(pipeline_path: str, algorithm: str | None, seed: int, overrides: list[str], device: str,
         updates: int | None, out: str) -> dict:
-    spec = load_file(pipeline_path)
-    spec = apply_overrides(spec, [f"config.{o}" for o in overrides])
+    spec = load_config_file(pipeline_path, [f"config.{o}" for o in overrides])
     name = algorithm or spec["algorithm"]
     dataset = str(ROOT / spec["dataset"]) if not Path(spec["dataset"]).is_absolute() else spec["dataset"]
     cfg_dict = {**spec.get("config", {}), "seed": seed}

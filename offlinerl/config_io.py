@@ -1,16 +1,21 @@
-"""Loading frozen config dataclasses from dicts, YAML and JSON, and ``key=value`` overrides.
+"""Config and settings files: reading small plain YAML/JSON texts, and loading frozen config dataclasses from them.
 
-Every field is type-checked against its annotation (ints become floats where a
-float is declared; strings from the command line are parsed with YAML); unknown
-keys and bad values raise ``ConfigError`` naming the dotted field path.
+**Reading.** Every small JSON or YAML text of ours (config and job files, converter specs, the user's settings
+file, ``dataset.json``, ``sweep.json``, checkpoint metadata, ``--set`` values) is parsed by :func:`plain_yaml` or
+:func:`plain_json`: YAML anchors and aliases are refused (nested aliases expand exponentially - a 528-byte
+"billion laughs" file never finishes loading), and nesting deeper than :data:`MAX_DEPTH` or integers of more
+than :data:`MAX_INT_DIGITS` digits are a :class:`NestingError` with a message, never a ``RecursionError`` or a
+``ValueError`` from deep inside the parser. :func:`load_file` reads a file of at most :data:`MAX_CONFIG_BYTES`;
+every problem is one :class:`ConfigError` naming the file.
 
-Config files are plain data: YAML anchors and aliases are refused (nested
-aliases expand exponentially — a 528-byte "billion laughs" file never finishes
-loading), a file may hold at most :data:`MAX_CONFIG_BYTES`, nest at most
-``offlinerl.settings_file.MAX_DEPTH`` deep, and integers fit in 64 bits. A
-config file may have been handed over, so the env ids it names (any ``env``
-key, e.g. ``evaluation.env``, ``online.env``) and those of ``--set`` go through
-:func:`offlinerl.trusted.env_id_problem`: they never choose a module to import.
+**Loading.** Every field is type-checked against its annotation (ints become floats where a float is declared;
+strings from the command line are parsed with YAML); unknown keys and bad values raise ``ConfigError`` naming
+the dotted field path, and integers fit in 64 bits. :func:`check` is the one validation helper of every config's
+``__post_init__``.
+
+This module imports nothing of offlinerl: the env ids a config file names (which must never choose a module to
+import) are checked a floor up, by :func:`offlinerl.trusted.load_config_file` - the reader for config and job
+files a user may have been handed - which uses :func:`load_file` and :func:`apply_overrides` from here.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -25,27 +31,140 @@ from typing import Any, Mapping, TypeVar
 
 import yaml
 
-from offlinerl.settings_file import MAX_SETTINGS_BYTES, NestingError, SettingsFileError, plain_yaml, read_settings
-from offlinerl.trusted import env_id_problem
-
 __all__ = [
-    "ConfigError", "check", "from_dict", "to_dict", "to_finite_json", "load_file", "apply_overrides", "parse_override",
-    "merge", "MAX_CONFIG_BYTES",
+    "ConfigError", "NestingError", "check", "from_dict", "to_dict", "to_finite_json", "load_file", "apply_overrides",
+    "parse_override", "merge", "plain_json", "plain_yaml", "check_nesting", "MAX_CONFIG_BYTES", "MAX_DEPTH",
+    "MAX_INT_DIGITS",
 ]
 
 T = TypeVar("T")
 
-#: Largest config or pipeline file :func:`load_file` reads (1 MiB; ours are a few hundred bytes).
-MAX_CONFIG_BYTES = MAX_SETTINGS_BYTES
-#: Config keys whose string values are gymnasium env ids.
-ENV_ID_KEYS = frozenset({"env"})
+#: Largest config, job, spec or settings file :func:`load_file` reads (1 MiB; ours are a few hundred bytes).
+MAX_CONFIG_BYTES = 1024 * 1024
+#: Deepest nesting of lists and mappings accepted in a settings or metadata text (ours nest 4 deep).
+MAX_DEPTH = 64
+#: Most digits of an integer in a settings or metadata text (an int64 has 19).
+MAX_INT_DIGITS = 40
 _INT64 = 2**63 - 1
 
 
 class ConfigError(ValueError):
-    """A config value, key or file that cannot be used; the message names the field."""
+    """A config value, key or file that cannot be used; the message names the field or the file."""
 
 
+class NestingError(ValueError):
+    """Parsed data nests deeper than :data:`MAX_DEPTH`, or holds an integer over :data:`MAX_INT_DIGITS` digits."""
+
+
+# -- reading plain texts -------------------------------------------------------------------------------------
+def check_nesting(data: Any, max_depth: int = MAX_DEPTH) -> Any:
+    """``data`` if its lists and mappings nest at most ``max_depth`` deep and its integers have at most
+    :data:`MAX_INT_DIGITS` digits; :class:`NestingError` otherwise. Iterative: any depth is checked safely."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if depth > max_depth:
+                raise NestingError(f"nested more than {max_depth} levels deep")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+            if isinstance(node, dict):
+                stack.extend((key, depth + 1) for key in node)
+        elif isinstance(node, int) and not isinstance(node, bool) and node.bit_length() > MAX_INT_DIGITS * 3.33:
+            raise NestingError(f"an integer of more than {MAX_INT_DIGITS} digits")
+    return data
+
+
+def _bounded(parse: Any, text: str) -> Any:
+    try:
+        data = parse(text)
+    except RecursionError:
+        raise NestingError(f"nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:
+        if "integer string conversion" in str(exc) or "Exceeds the limit" in str(exc):
+            raise NestingError(f"an integer of more than {MAX_INT_DIGITS} digits") from None
+        raise
+    return check_nesting(data)
+
+
+def plain_json(text: str | bytes) -> Any:
+    """``json.loads`` without tracebacks on hostile nesting or integer sizes (:class:`NestingError`; bad
+    syntax stays ``json.JSONDecodeError``)."""
+    return _bounded(json.loads, text)
+
+
+class _AliasError(yaml.YAMLError):
+    def __init__(self, mark: yaml.Mark | None, text: str):
+        super().__init__(text)
+        self.line = mark.line + 1 if mark is not None else None
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without anchors and aliases."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _AliasError(event.start_mark, f"alias *{event.anchor}")
+        if getattr(event, "anchor", None) is not None:
+            raise _AliasError(event.start_mark, f"anchor &{event.anchor}")
+        return super().compose_node(parent, index)
+
+
+# Numbers as JSON and Python write them: YAML 1.1 also reads ``1_000`` as 1000, ``0b11``/``0x1f``/``017``
+# as ints and ``1:30`` as 90 (base 60); those stay strings here, so a typed field refuses them by name.
+_PlainLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_PlainLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^[-+]?(0|[1-9][0-9]*)$"), list("-+0123456789"))
+_PlainLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^(?:[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+               r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def plain_yaml(text: str) -> Any:
+    """Parse YAML text without anchors and aliases (``yaml.YAMLError`` on either, or on bad syntax;
+    :class:`NestingError` on nesting or integers over the limits)."""
+    return _bounded(lambda t: yaml.load(t, Loader=_PlainLoader), text)  # noqa: S506 - a SafeLoader subclass
+
+
+def load_file(path: str | Path, kind: str = "config and job files") -> dict[str, Any]:
+    """The mapping in ``path`` (JSON for ``.json``, else YAML), with one :class:`ConfigError` naming the file for
+    any problem; ``kind`` names such files in messages (e.g. ``"specs"``). Refuses files over
+    :data:`MAX_CONFIG_BYTES` and YAML anchors/aliases (``&name``/``*name``). Env ids are not checked here
+    (:func:`offlinerl.trusted.load_config_file` does)."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes (1 MiB); {kind} hold a few "
+                          "hundred bytes of settings, not data. Is this the right file?")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text: {exc}") from None
+    try:
+        data = plain_json(text) if path.suffix == ".json" else plain_yaml(text)
+    except NestingError as exc:
+        raise ConfigError(f"{path}: {exc}; {kind} hold a few levels of plain settings") from None
+    except _AliasError as exc:
+        where = f"line {exc.line}: " if exc.line else ""
+        raise ConfigError(f"{path}: {where}YAML anchors and aliases are not supported in {kind} "
+                          f"(found {exc}); write the repeated values out in full") from None
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: does not parse: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+# -- loading config dataclasses --------------------------------------------------------------------------------
 def check(ok: bool, field_name: str, message: str) -> None:
     """The one config check: ``ConfigError("<field_name>: <message>")`` unless ``ok`` (a config's
     ``__post_init__`` calls it once per rule, e.g. ``check(self.lr > 0, "lr", f"must be positive, got {self.lr}")``)."""
@@ -158,34 +277,6 @@ def to_finite_json(value: Any) -> Any:
     return value
 
 
-def load_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML or JSON mapping, with a clear error naming the file.
-
-    Refuses files over :data:`MAX_CONFIG_BYTES` and YAML anchors/aliases (``&name``/``*name``).
-    """
-    try:
-        data = read_settings(path, "config and pipeline files")
-    except SettingsFileError as exc:
-        raise ConfigError(str(exc)) from None
-    check_env_ids(data, str(path))
-    return data
-
-
-def check_env_ids(data: Mapping[str, Any], where: str) -> None:
-    """Refuse (``ConfigError``) an env id under any :data:`ENV_ID_KEYS` key of ``data`` that would import a
-    module nobody allowed (:func:`offlinerl.trusted.env_id_problem`); ``where`` names the source."""
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        prefix, node = stack.pop()
-        for key, value in node.items():
-            dotted = f"{prefix}{key}"
-            if isinstance(value, Mapping):
-                stack.append((dotted + ".", value))
-            elif key in ENV_ID_KEYS and isinstance(value, str):
-                if (problem := env_id_problem(value, f"{where}: {dotted}")) is not None:
-                    raise ConfigError(problem)
-
-
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"a.b=0.5"`` -> (["a", "b"], 0.5); the value is parsed as YAML (numbers, lists, true/false).
 
@@ -225,8 +316,4 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(node, dict):
                 raise ConfigError(f"--set {text!r}: {k!r} is not a mapping")
         node[keys[-1]] = value
-        given = value  # only what this override sets: the file's own values were checked when it was read
-        for k in reversed(keys):
-            given = {k: given}
-        check_env_ids(given, "--set")
     return out

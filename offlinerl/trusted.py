@@ -13,6 +13,9 @@ datasets, checkpoints - therefore never choose a module to import. A name is tru
   register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
 - an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
 
+Config and job files are read through :func:`load_config_file`: the env ids they name (any ``env`` key, e.g.
+``evaluation.env``, ``online.env``) and those ``--set`` gives go through :func:`env_id_problem`.
+
 Class names read from checkpoints are looked up in a registry table (``offlinerl.training.checkpoint``),
 never imported.
 """
@@ -23,12 +26,14 @@ import importlib
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
+
+from offlinerl.config_io import ConfigError, apply_overrides, load_file, parse_override
 
 __all__ = [
-    "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "user_settings_file", "UntrustedNameError",
-    "allowed_env_packages", "allow_env_packages", "split_packages",
-    "import_env_packages", "env_id_problem", "check_env_id", "make_env", "env_spec_of",
+    "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "ENV_ID_KEYS", "user_settings_file", "UntrustedNameError",
+    "allowed_env_packages", "allow_env_packages", "split_packages", "import_env_packages", "env_id_problem",
+    "check_env_id", "check_env_ids", "load_config_file", "make_env", "env_spec_of",
 ]
 
 #: Environment variable holding the allow-list of env packages (comma- or space-separated module names).
@@ -37,6 +42,8 @@ ENV_PACKAGES_VAR = "OFFLINERL_ENV_PACKAGES"
 SETTINGS_VAR = "OFFLINERL_SETTINGS"
 #: Longest env id accepted from anywhere (gymnasium ids are a few dozen characters).
 MAX_ENV_ID_CHARS = 200
+#: Config keys whose string values are gymnasium env ids.
+ENV_ID_KEYS = frozenset({"env"})
 
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _HOW = ("ids read from files never import a module; if you trust it, allow its package with "
@@ -61,11 +68,9 @@ def _settings_packages() -> list[str]:
     path = user_settings_file()
     if not path.is_file():
         return []
-    from offlinerl.settings_file import SettingsFileError, read_settings
-
     try:
-        packages = read_settings(path, "settings files").get("env_packages", [])
-    except SettingsFileError as exc:
+        packages = load_file(path, "settings files").get("env_packages", [])
+    except ConfigError as exc:
         raise UntrustedNameError(f"your settings file {exc}") from None
     if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
         raise UntrustedNameError(f"{path}: env_packages must be a list of module names, got {packages!r}")
@@ -132,6 +137,37 @@ def check_env_id(env_id: Any, what: str = "the data", *, explicit: bool = False)
     if (problem := env_id_problem(env_id, what, explicit=explicit)) is not None:
         raise UntrustedNameError(problem)
     return env_id
+
+
+def check_env_ids(data: Mapping[str, Any], where: str) -> None:
+    """Refuse (``ConfigError``) an env id under any :data:`ENV_ID_KEYS` key of config data ``data`` that would
+    import a module nobody allowed (:func:`env_id_problem`); ``where`` names the source."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        prefix, node = stack.pop()
+        for key, value in node.items():
+            dotted = f"{prefix}{key}"
+            if isinstance(value, Mapping):
+                stack.append((dotted + ".", value))
+            elif key in ENV_ID_KEYS and isinstance(value, str):
+                if (problem := env_id_problem(value, f"{where}: {dotted}")) is not None:
+                    raise ConfigError(problem)
+
+
+def load_config_file(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """A config or job file's mapping (``offlinerl.config_io.load_file``) with ``overrides`` (``--set
+    KEY=VALUE``) applied; the env ids of the file and of each override are checked (:func:`check_env_ids`), so a
+    file a user was handed never chooses a module to import. One ``ConfigError`` naming the file or the
+    override for any problem."""
+    data = load_file(path)
+    check_env_ids(data, str(path))
+    out = apply_overrides(data, list(overrides))
+    for text in overrides:  # only what each override sets: the file's own values were checked above
+        keys, given = parse_override(text)
+        for k in reversed(keys):
+            given = {k: given}
+        check_env_ids(given, "--set")
+    return out
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: str = "the data",

@@ -1,6 +1,6 @@
 """The import graph runs one way (``DESIGN.md``): cli → benchmark → jobs → evaluation / export → training →
-algorithms → data / env / convert → connectors → core / config_io → episodes / trusted → the plain modules
-(ops, discount, scoring, settings_file, ray_utils). Every ``offlinerl.*`` import, at the top of a module or
+algorithms → data / env / convert → connectors → core → episodes / trusted → the plain modules
+(ops, discount, scoring, config_io, ray_utils). Every ``offlinerl.*`` import, at the top of a module or
 inside a function, is checked: a package may import only packages of a lower layer.
 """
 
@@ -13,9 +13,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
 
 #: Higher imports lower, never the reverse; equal layers do not import each other.
 LAYERS: dict[str, int] = {
-    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "settings_file": 0,
+    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "config_io": 0,
     "episodes": 1, "trusted": 1,
-    "core": 2, "config_io": 2,
+    "core": 2,
     "connectors": 3,
     "data": 4, "env": 4, "convert": 4,
     "algorithms": 5,

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from offlinerl.config_io import ConfigError, check, from_dict, load_file, to_dict
+from offlinerl.config_io import ConfigError, check, from_dict, to_dict
+from offlinerl.trusted import load_config_file
 from offlinerl.data.config import DataConfig
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class AlgorithmConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "AlgorithmConfig":
-        return from_dict(cls, load_file(path))
+        return from_dict(cls, load_config_file(path))
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)

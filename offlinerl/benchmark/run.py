@@ -25,13 +25,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
-from offlinerl.config_io import ConfigError, load_file
-from offlinerl.config_io import to_finite_json
+from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.jobs.sweep.summary import eval_curve, mean_std
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
-from offlinerl.settings_file import plain_json
-from offlinerl.trusted import allow_env_packages
+from offlinerl.trusted import allow_env_packages, load_config_file
 
 __all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "BENCHMARK_FILE"]
 
@@ -71,7 +69,7 @@ def _budget_overrides(recipe: Path, updates: int | None, eval_episodes: int | No
     evaluate with ``eval_episodes`` episodes."""
     out = []
     if updates is not None:
-        data = load_file(recipe)
+        data = load_config_file(recipe)
         per_iteration = int((data.get("config") or {}).get("updates_per_iteration", 1000))
         out += [f"stop.updates={updates}", "stop.iterations=null", "stop.wall_time_s=null", "stop.eval_return=null",
                 f"config.updates_per_iteration={min(per_iteration, updates)}"]

@@ -16,7 +16,7 @@ def add_address_option(parser: argparse.ArgumentParser, *aliases: str) -> None:
 
 
 def _kwargs(text: str) -> dict:
-    from offlinerl.settings_file import NestingError, plain_json
+    from offlinerl.config_io import NestingError, plain_json
 
     try:
         value = plain_json(text)

@@ -45,7 +45,7 @@ from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, ta
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, write_dataset
-from offlinerl.settings_file import plain_json
+from offlinerl.config_io import plain_json
 from offlinerl.episodes.spaces import SpaceError, space_to_json
 
 __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "episode_from_minari", "iter_episodes",

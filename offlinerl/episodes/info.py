@@ -12,7 +12,7 @@ import gymnasium as gym
 
 from offlinerl.episodes.schema import FORMAT_VERSION
 from offlinerl.episodes.spaces import space_from_json, space_to_json
-from offlinerl.settings_file import NestingError, plain_json
+from offlinerl.config_io import NestingError, plain_json
 
 __all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "recorded_env_kwargs", "SUPPORTED_VERSIONS"]
 

@@ -18,11 +18,12 @@ from typing import Any, Callable, Mapping, Sequence, TextIO, TypeVar
 
 import yaml
 
-from offlinerl.config_io import ConfigError, apply_overrides, load_file
+from offlinerl.config_io import ConfigError
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import OutputWriteError, UnsafeOutputError, check_output_place, replace_file
 from offlinerl.jobs.guards import metrics_json
 from offlinerl.training.checkpoint_meta import METADATA_FILE, CheckpointError, CheckpointMeta
+from offlinerl.trusted import load_config_file
 
 __all__ = ["new_run_dir", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
            "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE"]
@@ -141,7 +142,7 @@ def read_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[dict[str, 
         if not text.split("=", 1)[0].strip().startswith(RESUME_OVERRIDABLE):
             raise ConfigError(f"--set {text!r}: a resumed job keeps its config; only stop.*, checkpoint_interval "
                               "and checkpoint_keep may change")
-    data = apply_overrides(load_file(run / "config.yaml"), list(overrides))
+    data = load_config_file(run / "config.yaml", overrides)
     checkpoint = latest_checkpoint(run)
     if checkpoint is None:
         raise RunDirError(f"{run}: no checkpoint to resume from (the job stopped before its first one; set "

@@ -31,10 +31,11 @@ from typing import Any
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.config_io import ConfigError, apply_overrides, from_dict, load_file
+from offlinerl.config_io import ConfigError, from_dict
 from offlinerl.jobs.run_dir import read_run
 from offlinerl.jobs.selection import check_selection
 from offlinerl.training.online_config import OnlineConfig
+from offlinerl.trusted import load_config_file
 
 __all__ = ["StopConfig", "JobSpec", "load_job_spec", "load_job_run", "FinetuneSpec", "load_finetune_spec",
            "load_finetune_run", "RUN_INFO_KEYS"]
@@ -102,7 +103,7 @@ def load_job_spec(path: str | Path, overrides: list[str] = ()) -> tuple[JobSpec,
     """Read a training job file (``jobs/*.yaml``), apply ``key=value`` overrides; returns (the spec, with the
     dataset path resolved, and its algorithm config)."""
     path = Path(path)
-    data = apply_overrides(load_file(path), list(overrides))
+    data = load_config_file(path, overrides)
     data.setdefault("name", path.stem)
     spec = from_dict(JobSpec, data)
     dataset = Path(spec.dataset)
@@ -162,7 +163,7 @@ class FinetuneSpec:
 def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetuneSpec:
     """Read a fine-tuning job file and apply ``key=value`` overrides and ``--from``."""
     path = Path(path)
-    data = apply_overrides(load_file(path), list(overrides))
+    data = load_config_file(path, overrides)
     data.setdefault("name", path.stem)
     if checkpoint is not None:
         data["checkpoint"] = checkpoint

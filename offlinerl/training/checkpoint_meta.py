@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from offlinerl.core import columns as C
-from offlinerl.settings_file import plain_json
+from offlinerl.config_io import plain_json
 
 __all__ = ["CHECKPOINT_FORMAT", "CHECKPOINT_VERSION", "READABLE_VERSIONS", "METADATA_FILE", "REPLAY_DIR",
            "CheckpointError", "CheckpointMeta"]

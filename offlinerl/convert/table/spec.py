@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from offlinerl.convert.interface import ConvertUsageError
-from offlinerl.settings_file import MAX_SETTINGS_BYTES, SettingsFileError, read_settings
+from offlinerl.config_io import MAX_CONFIG_BYTES, ConfigError, load_file
 from offlinerl.trusted import env_id_problem
 
 __all__ = ["TableSpec", "Columns", "EndFlag", "load_spec", "spec_from_dict", "MAX_SPEC_BYTES", "LEAF"]
 
 #: Largest spec file read (1 MiB; a spec is a few hundred bytes).
-MAX_SPEC_BYTES = MAX_SETTINGS_BYTES
+MAX_SPEC_BYTES = MAX_CONFIG_BYTES
 #: The leaf name of a value that is not a Dict.
 LEAF = ""
 _RULES = ("last_step", "none")
@@ -214,8 +214,8 @@ def spec_from_dict(data: Any) -> TableSpec:
 def load_spec(path: str | Path) -> TableSpec:
     """Read a spec file (YAML, or JSON for ``.json``); :class:`ConvertUsageError` on any problem."""
     try:
-        data = read_settings(path, "specs")
-    except SettingsFileError as exc:
+        data = load_file(path, "specs")
+    except ConfigError as exc:
         raise ConvertUsageError(f"--spec {exc}") from None
     spec = spec_from_dict(data)
     if spec.env is not None and (problem := env_id_problem(spec.env, f"--spec {path}: env")) is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from offlinerl.config_io import ConfigError, parse_override
-from offlinerl.settings_file import plain_json
+from offlinerl.config_io import plain_json
 
 __all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "SWEEP_FILE", "TRIALS"]
 
