@@ -8,7 +8,24 @@ import os
 import sys
 import threading
 
-__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids"]
+__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids", "RayFailure", "ray_failure", "RAY_FAILURE_HELP"]
+
+log = logging.getLogger(__name__)
+
+RAY_FAILURE_HELP = ("this is Ray failing (the cluster went away, a worker or node died, or Ray could not be reached), "
+                    "not a problem with the data or the config: run the command again (without --address and "
+                    "$RAY_ADDRESS it starts a private local Ray; for a cluster, `ray status --address ADDR` shows "
+                    "its state)")
+"""What to do after a Ray failure, the end of the one line a command prints for it."""
+
+
+class RayFailure(RuntimeError):
+    """Ray itself failed under a command; the message (``Ray failed (FAILURE); what to do``) is one line."""
+
+    def __init__(self, failure: str) -> None:
+        self.failure = failure
+        """``Type: first line`` of Ray's error (:func:`ray_failure`)."""
+        super().__init__(f"Ray failed ({failure}); {RAY_FAILURE_HELP}")
 
 
 def quiet_ray_data() -> None:
@@ -63,10 +80,61 @@ def _import_in_background(module: str) -> threading.Thread:
     return thread
 
 
-def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool = True) -> None:
-    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a local Ray.
+def ray_failure(exc: BaseException | None) -> str | None:
+    """``Type: first line`` of the Ray failure in ``exc``'s chain (a dead actor, worker, node or raylet, a lost
+    object, an unreachable GCS), or None when ``exc`` is not one. A task's own error (``RayTaskError`` whose
+    cause is the user's code, e.g. malformed data) is not a Ray failure."""
+    import ray.exceptions as rex
 
-    Does nothing if Ray is already initialised in this process.
+    system = (rex.RaySystemError, rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError,
+              rex.LocalRayletDiedError, rex.RpcError)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, RayFailure):
+            return exc.failure
+        if isinstance(exc, rex.RayTaskError):
+            exc = exc.cause
+            continue
+        text = str(exc).strip()
+        gcs = isinstance(exc, (ConnectionError, RuntimeError)) and ("GCS" in text or "Ray cluster" in text)
+        if isinstance(exc, system) or gcs:
+            first = text.splitlines()[0] if text else ""
+            return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _cluster_line(address: str) -> str:
+    """``address: N nodes, M CPUs`` of the cluster just joined."""
+    import ray
+
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    cpus = ray.cluster_resources().get("CPU", 0)
+    return f"joined the Ray cluster at {address}: {nodes} node{'s' * (nodes != 1)}, {cpus:g} CPUs"
+
+
+def _local_cpus(num_cpus: int | None) -> int:
+    """The CPUs a local Ray will have: ``num_cpus``, else what Ray counts (cgroup limits included)."""
+    if num_cpus is not None:
+        return num_cpus
+    try:
+        from ray._private.utils import get_num_cpus
+
+        return int(get_num_cpus())
+    except Exception:  # noqa: BLE001 - a private helper that moved: the plain count is near enough for one line
+        return os.cpu_count() or 1
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: bool | None = None) -> None:
+    """Join the cluster at ``address`` (or ``$RAY_ADDRESS``), else start a private local Ray.
+
+    Does nothing if Ray is already initialised in this process. Without an address this never joins a running
+    cluster (Ray's own default joins the newest ``ray start`` cluster on the machine): it always passes
+    ``address="local"``. Logs (``offlinerl.ray_utils``, INFO) one line before Ray starts -- ``starting Ray
+    (local, N CPUs) ...`` or ``joining the Ray cluster at ADDR ...`` -- and, after joining, the cluster's
+    size. ``quiet`` (default: unless the ``offlinerl`` logger is at DEBUG, i.e. ``-v``): Ray's own INFO lines,
+    its workers' output and Ray Data's progress bars are kept out of the command's output.
 
     A local Ray we start ourselves keeps Ray's default, token authentication (a token is made in
     ``~/.ray/auth_token`` if there is none), without Ray's warning about it on every command.
@@ -78,6 +146,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
     if ray.is_initialized():
         return
     address = address or os.environ.get("RAY_ADDRESS") or None
+    if quiet is None:
+        quiet = not logging.getLogger("offlinerl").isEnabledFor(logging.DEBUG)
     # A process that will train has imported torch; its first optimizer then imports torch._dynamo (~2 s).
     # ray.init mostly waits on the processes it starts, so that import happens meanwhile, and is finished
     # (joined) before anything else imports: two threads importing at once could deadlock on module locks.
@@ -87,17 +157,20 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
         kwargs["logging_level"] = logging.WARNING
     try:
         if address:
+            log.info(f"joining the Ray cluster at {address} ...")
             try:
                 ray.init(address=address, **kwargs)
             except (ConnectionError, RuntimeError) as exc:
                 if not _auth_refused(exc):
                     raise
                 raise ConnectionError(_auth_help(address)) from exc
+            log.info(_cluster_line(address))
         else:
+            log.info(f"starting Ray (local, {_local_cpus(num_cpus)} CPUs) ...")
             auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
             auth_log.addFilter(_token_auth_default_notice)
             try:
-                ray.init(num_cpus=num_cpus, **kwargs)
+                ray.init(address="local", num_cpus=num_cpus, **kwargs)
             finally:
                 auth_log.removeFilter(_token_auth_default_notice)
     finally:

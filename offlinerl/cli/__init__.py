@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Iterator
 
+from offlinerl.cli.output import add_output_options, configured, log_level
+
 __all__ = ["main", "build_parser", "STARTED_AT"]
 
 STARTED_AT = time.time()
@@ -19,10 +21,10 @@ STARTED_AT = time.time()
 here to their first update (``result.json``: ``first_update_s``)."""
 
 #: Command modules under ``offlinerl.cli``, in ``--help`` order.
-COMMANDS = ("validate", "inspect", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep",
+COMMANDS = ("validate", "inspect", "data", "convert", "export", "train", "evaluate", "ope", "collect", "finetune", "sweep",
             "benchmark")
 #: Commands that never make an env (no ``--env-package``).
-NO_ENV_COMMANDS = ("validate", "inspect", "export", "ope")
+NO_ENV_COMMANDS = ("validate", "inspect", "data", "export", "ope")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in sub.choices.items():
         if name not in NO_ENV_COMMANDS:
             _add_env_package_option(command)
+        add_output_options(command)
     return parser
 
 
@@ -73,8 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         except UntrustedNameError as exc:
             print(f"{prefix}: {exc}", file=sys.stderr)
             return 2
-    with _warnings_to_stderr(prefix), _ray_address(getattr(args, "address", None)):
-        return int(args.func(args) or 0)
+    level = log_level(args)
+    if level > logging.INFO and hasattr(args, "no_progress"):
+        args.no_progress = True
+    with configured(level, prefix), _ray_address(getattr(args, "address", None)):
+        try:
+            return int(args.func(args) or 0)
+        except Exception as exc:  # noqa: BLE001 - only a Ray failure is caught here; anything else is re-raised
+            from offlinerl.ray_utils import RayFailure, ray_failure
+
+            failure = ray_failure(exc)
+            if failure is None:
+                raise
+            print(f"{prefix}: {RayFailure(failure)}", file=sys.stderr)
+            return 1
 
 
 @contextlib.contextmanager
@@ -93,20 +108,6 @@ def _ray_address(address: str | None) -> Iterator[None]:
             os.environ.pop("RAY_ADDRESS", None)
         else:
             os.environ["RAY_ADDRESS"] = before
-
-
-@contextlib.contextmanager
-def _warnings_to_stderr(prefix: str) -> Iterator[None]:
-    """Show the library's warnings (e.g. a writer removing what a killed writer left) as ``PREFIX: message``."""
-    logger = logging.getLogger("offlinerl")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"{prefix}: %(message)s"))
-    handler.setLevel(logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
 
 
 if __name__ == "__main__":

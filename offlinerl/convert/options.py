@@ -39,7 +39,7 @@ def add_allow_quarantine(parser: argparse.ArgumentParser) -> None:
     """``--allow-quarantine``: exit 0 although records were quarantined, and let ``--overwrite`` replace anyway."""
     parser.add_argument(
         "--allow-quarantine", action="store_true",
-        help="exit 0 even when records were quarantined (default: exit 1 so pipelines notice), and let "
+        help="exit 0 even when records were quarantined (default: exit 1 so scripts notice), and let "
         "--overwrite replace an existing dataset even then (without it the existing dataset is kept)",
     )
 
@@ -63,10 +63,8 @@ def show_progress() -> bool:
 
 
 def start_ray(address: str | None) -> None:
-    """Start or join Ray for a converter (``init_ray``), with Ray Data's progress bars as ``show_progress`` says."""
-    import ray.data
-
+    """Start or join Ray for a converter (``init_ray``). Ray Data's progress bars stay off (several redrawn lines
+    per operator, mixed into the converter's own output) unless ``-v`` asked for Ray's own output."""
     from offlinerl.ray_utils import init_ray
 
     init_ray(address)
-    ray.data.DataContext.get_current().enable_progress_bars = show_progress()

@@ -14,6 +14,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from offlinerl.ray_utils import RayFailure, ray_failure
+
 __all__ = ["DatasetReadError", "reading", "root_cause", "unwrap_read_errors"]
 
 #: ``SomeError: message`` lines of a remote traceback (Ray's own wrappers are skipped).
@@ -45,6 +47,9 @@ def reading(path: str) -> Iterator[None]:
     except DatasetReadError:
         raise
     except (ray.exceptions.RayTaskError, pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+        failure = ray_failure(exc)
+        if failure is not None:  # Ray went away (e.g. a ConnectionError from its GCS): not the data's fault
+            raise RayFailure(failure) from exc
         raise DatasetReadError(f"{path}: cannot read the dataset as training data ({root_cause(exc)}); "
                                f"`offlinerl validate {path}` names every file, row and problem") from exc
 
