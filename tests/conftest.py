@@ -30,11 +30,11 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A real local Ray, started once per test session (2 CPUs, no dashboard)."""
+    """A real private local Ray, started once per test session (2 CPUs, no dashboard)."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a running cluster
         import ray.data
 
         ray.data.DataContext.get_current().enable_progress_bars = False
