@@ -3,12 +3,13 @@
 A suite is a list of :class:`SuiteDataset`. Each knows
 
 - how to get its data: a dataset shipped in this checkout (``datasets/``), or a seeded generator run on
-  demand (the maze family: :func:`offlinerl.benchmark.maze.generate_maze`) at a named size;
+  demand (the maze family: :func:`offlinerl.benchmark.maze.generate_maze`; locomotion:
+  :func:`offlinerl.benchmark.locomotion.generate_locomotion`) at a named size;
 - its normalisation anchors: 0 = a uniformly random policy, 100 = the expert (the dataset card's
   ``random_return`` / ``best_return``, or the generator's reference returns);
-- its recipe per algorithm: a pipeline file with the family's published hyper-parameters
+- its recipe per algorithm: a job file with the family's published hyper-parameters
   (``offlinerl/benchmark/recipes/<family>-<algorithm>.yaml``) or, for the shipped classic datasets, the
-  tuned pipelines of ``jobs/``;
+  tuned job files of ``jobs/``;
 - the env package its env needs (``--env-package``), and the name of the published dataset it mirrors
   (``maze2d-umaze-v1``) so the table can show the published numbers beside ours.
 """
@@ -24,7 +25,7 @@ from offlinerl.scoring import load_card
 
 __all__ = ["SuiteDataset", "Suite", "SUITES", "get_suite", "REPO", "RECIPES", "published_scores", "published_family"]
 
-#: The checkout this package lives in (the classic suite's datasets and pipelines are files of it).
+#: The checkout this package lives in (the classic suite's datasets and job files are files of it).
 REPO = Path(__file__).resolve().parents[2]
 #: The family recipes shipped with the package.
 RECIPES = Path(__file__).resolve().parent / "recipes"
@@ -51,9 +52,11 @@ class SuiteDataset:
     """Package to import before its env is made (``gymnasium_robotics``)."""
     published_name: str | None = None
     """The published dataset this one mirrors (``maze2d-umaze-v1``), for the comparison columns."""
+    generator_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Further keyword arguments of the generator per size (the locomotion family: which SAC agent)."""
 
     def recipe(self, algorithm: str) -> Path:
-        """The pipeline file that trains ``algorithm`` on this dataset; ``FileNotFoundError`` if there is none."""
+        """The job file that trains ``algorithm`` on this dataset; ``FileNotFoundError`` if there is none."""
         path = (REPO / "jobs" / f"{self.recipe_prefix}-{algorithm}.yaml" if self.recipe_prefix
                 else RECIPES / f"{self.family}-{algorithm}.yaml")
         if not path.is_file():
@@ -72,7 +75,8 @@ class SuiteDataset:
 
             module, func = self.generator.split(":")
             log(f"generating {self.name} ({self.steps[size]:,} steps) into {out}")
-            getattr(importlib.import_module(module), func)(self.name, out, steps=self.steps[size], seed=0)
+            getattr(importlib.import_module(module), func)(self.name, out, steps=self.steps[size], seed=0,
+                                                           **self.generator_kwargs.get(size, {}))
         return out
 
     def anchors(self, path: Path) -> tuple[float, float]:
@@ -105,7 +109,7 @@ _MAZE = "offlinerl.benchmark.maze:generate_maze"
 
 SUITES: dict[str, Suite] = {
     "classic": Suite(
-        name="classic", description="the three shipped classic-control / MuJoCo mixes (datasets/), tuned pipelines",
+        name="classic", description="the three shipped classic-control / MuJoCo mixes (datasets/), tuned job files",
         algorithms=("bc", "cql", "iql"),
         datasets=tuple(SuiteDataset(name=n, family="classic", shipped=f"datasets/{n}-mixed", recipe_prefix=n)
                        for n in ("cartpole", "pendulum", "double-pendulum")),
@@ -120,6 +124,21 @@ SUITES: dict[str, Suite] = {
             for m, full in (("umaze", 1_000_000), ("medium", 2_000_000), ("large", 4_000_000))),
     ),
 }
+
+
+_LOCOMOTION = "offlinerl.benchmark.locomotion:generate_locomotion"
+SUITES["locomotion"] = Suite(
+    name="locomotion", description="hopper / halfcheetah / walker2d (gymnasium MuJoCo v5) at the D4RL levels, made "
+    "with our SAC agents (offlinerl/benchmark/locomotion.py)",
+    algorithms=("bc", "td3bc", "cql", "iql", "rebrac"),
+    datasets=tuple(
+        SuiteDataset(name=f"{env}-{level}", family="locomotion", generator=_LOCOMOTION,
+                     published_name=f"{env}-{level}-v2",
+                     # env steps per policy level; tiny trains a tiny SAC agent first, the others use the shipped ones
+                     steps={"tiny": 1_000, "small": 100_000, "full": 1_000_000},
+                     generator_kwargs={"tiny": {"agent": "tiny"}})
+        for env in ("hopper", "halfcheetah", "walker2d") for level in ("medium", "medium-replay", "medium-expert")),
+)
 
 
 def get_suite(name: str) -> Suite:
