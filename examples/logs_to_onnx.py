@@ -81,7 +81,7 @@ def write_logs(work: Path, episodes: int) -> Path:
 
 
 def job(work: Path, algorithm: str, quick: bool) -> Path:
-    """A pipeline that trains ``algorithm`` on the converted logs and selects by FQE on held-out episodes."""
+    """A job spec that trains ``algorithm`` on the converted logs and selects by FQE on held-out episodes."""
     algo_settings = {"cql": {"cql_weight": 1.0, "critic_lr": 3.0e-4, "tau": 0.02},
                      "iql": {"expectile": 0.9, "beta": 10.0}}[algorithm]
     spec = {

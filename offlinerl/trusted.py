@@ -1,7 +1,7 @@
 """Which names read from files may reach an import: the one check for env ids and env packages.
 
 A gymnasium id of the form ``module:Env-v0`` makes ``gymnasium.make`` import ``module`` (its top-level
-code runs). Files a user may have been handed - converter specs, pipelines, run and sweep directories,
+code runs). Files a user may have been handed - converter specs, job files, run and sweep directories,
 datasets, checkpoints - therefore never choose a module to import. A name is trusted when it comes from
 
 - gymnasium's registry (a plain id such as ``CartPole-v1``: whatever registered it was imported by

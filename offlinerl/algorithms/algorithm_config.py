@@ -114,7 +114,7 @@ class AlgorithmConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     """Network architecture."""
     data: DataConfig = field(default_factory=DataConfig)
-    """Data pipeline settings."""
+    """Data settings: how the dataset is read and batched (``DataConfig``)."""
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     """Evaluation settings."""
 

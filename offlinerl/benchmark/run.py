@@ -118,7 +118,7 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                 resume_sweep(sweep_dir, max_concurrent=max_concurrent, address=address, log=log)
             else:
                 overrides = [f"dataset={paths[d.name]}", *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
-                sweep = SweepSpec(pipeline=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={},
+                sweep = SweepSpec(job=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={},
                                   seeds=list(spec.seeds), trials=plan_trials({}, spec.seeds, overrides))
                 log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}")
                 run_sweep(sweep_dir, sweep, max_concurrent=max_concurrent, address=address, log=log)

@@ -21,7 +21,7 @@ EPILOG = """examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "benchmark", help="run a benchmark suite: every dataset x algorithm x seed, one table of normalised scores",
-        description="Run every (dataset, algorithm, seed) of SUITE with the family's recipe (a pipeline with the "
+        description="Run every (dataset, algorithm, seed) of SUITE with the family's recipe (a job file with the "
         "published hyper-parameters) as sweep trials, then write scores.md / scores.csv / scores.json (final "
         "normalised score, mean ± std over seeds, beside the published numbers; the interquartile mean with a "
         "stratified bootstrap 95%% interval) and curves.png. Generated datasets are made on demand "

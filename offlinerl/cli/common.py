@@ -1,4 +1,4 @@
-"""Options shared by the commands that run a job from a pipeline file (train, finetune)."""
+"""Options shared by the commands that run a job from a job file (train, finetune)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def add_job_options(parser: argparse.ArgumentParser, set_example: str) -> None:
     """``--set``, ``--output``, ``--address``, ``--no-progress`` and ``--skip-validation``; ``set_example`` shows a
     dotted key."""
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"override a pipeline value by dotted key, e.g. {set_example} (repeatable)")
+                        help=f"override a job-file value by dotted key, e.g. {set_example} (repeatable)")
     parser.add_argument("--output", "-o", help="run directory to create (default: <output>/<name>-<UTC time>)")
     add_address_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

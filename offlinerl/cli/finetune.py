@@ -1,4 +1,4 @@
-"""``offlinerl finetune PIPELINE.yaml --from CHECKPOINT``: continue an offline checkpoint online
+"""``offlinerl finetune JOB_FILE --from CHECKPOINT``: continue an offline checkpoint online
 (``--resume RUN_DIR``: continue a stopped or killed fine-tuning job; ``--record DIR``: also write the online
 episodes as an episode dataset)."""
 
@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "  offlinerl finetune --resume runs/pendulum-iql-finetune-20261201T101500Z --set stop.iterations=20",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", nargs="?",
-                   help="fine-tuning pipeline file (e.g. jobs/pendulum-iql-finetune.yaml); not with --resume")
+    p.add_argument("job_file", nargs="?", metavar="JOB_FILE",
+                   help="fine-tuning job file (e.g. jobs/pendulum-iql-finetune.yaml); not with --resume")
     p.add_argument("--from", dest="checkpoint", help="offline checkpoint directory (overrides the file's checkpoint)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the stopped or killed fine-tuning job in RUN_DIR from its newest checkpoint (its "
@@ -44,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(args: argparse.Namespace) -> str | None:
-    if (args.pipeline is None) == (args.resume is None):
-        return "give a PIPELINE file, or --resume RUN_DIR (not both)"
+    if (args.job_file is None) == (args.resume is None):
+        return "give a JOB_FILE, or --resume RUN_DIR (not both)"
     if args.resume and (args.output or args.checkpoint or args.record):
         return "--resume continues in RUN_DIR itself, from its own checkpoint and recording; drop --output, --from, --record"
     return None
@@ -68,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.resume:
-            pipeline, checkpoint = load_finetune_run(args.resume, args.overrides)
+            job, checkpoint = load_finetune_run(args.resume, args.overrides)
         else:
-            pipeline, checkpoint = load_finetune_spec(args.pipeline, args.overrides, checkpoint=args.checkpoint), None
+            job, checkpoint = load_finetune_spec(args.job_file, args.overrides, checkpoint=args.checkpoint), None
             if args.record:
-                pipeline = dataclasses.replace(pipeline, record=args.record)
+                job = dataclasses.replace(job, record=args.record)
     except ConfigError as exc:
         print(f"offlinerl finetune: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     quiet_ray_data()
     try:
-        result = run_finetune(pipeline, run_dir=args.resume or args.output, resume_from=checkpoint,
+        result = run_finetune(job, run_dir=args.resume or args.output, resume_from=checkpoint,
                               overwrite=args.overwrite, address=args.address, progress=not args.no_progress,
                               skip_validation=args.skip_validation, started_at=STARTED_AT)
     except (ConfigError, OutputExistsError) as exc:

@@ -1,4 +1,4 @@
-"""``offlinerl sweep PIPELINE.yaml --grid KEY=V1,V2 --seeds 0,1,2``: a grid × seeds of training jobs on Ray Tune."""
+"""``offlinerl sweep JOB_FILE --grid KEY=V1,V2 --seeds 0,1,2``: a grid × seeds of training jobs on Ray Tune."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from offlinerl.cli.common import add_address_option
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep",
-        help="train a grid of pipeline settings × seeds as Ray Tune trials, with a summary table and plot",
-        description="Run PIPELINE once per grid point and seed, each trial an `offlinerl train` job scheduled by "
+        help="train a grid of job-file settings × seeds as Ray Tune trials, with a summary table and plot",
+        description="Run JOB_FILE once per grid point and seed, each trial an `offlinerl train` job scheduled by "
         "Ray Tune on the local Ray or the cluster given by --address. Writes SWEEP_DIR with sweep.json, one run "
         "directory per trial under trials/, summary.csv and summary.md (mean ± std over seeds per grid point) and "
         "sweep.png. An interrupted sweep continues with --resume: finished trials are kept, the others resume "
@@ -28,15 +28,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--address 10.0.0.1:6379 --max-concurrent 8",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", nargs="?", help="pipeline file (as for offlinerl train); not with --resume")
+    p.add_argument("job_file", nargs="?", metavar="JOB_FILE", help="job file (as for offlinerl train); not with --resume")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a dotted pipeline key and the values to try (repeatable: the trials are the product); "
+                   help="a dotted job-file key and the values to try (repeatable: the trials are the product); "
                    "commas inside [...] stay with the value")
     p.add_argument("--seeds", default=None, metavar="S1,S2,...",
-                   help="config.seed of each trial of a grid point (default: one trial with the pipeline's seed)")
+                   help="config.seed of each trial of a grid point (default: one trial with the job file's seed)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a pipeline value in every trial, e.g. stop.updates=2000 (repeatable)")
-    p.add_argument("--output", "-o", help="sweep directory to create (default: sweeps/<pipeline>-<UTC time>)")
+                   help="override a job-file value in every trial, e.g. stop.updates=2000 (repeatable)")
+    p.add_argument("--output", "-o", help="sweep directory to create (default: sweeps/<job file name>-<UTC time>)")
     p.add_argument("--resume", metavar="SWEEP_DIR",
                    help="continue the interrupted sweep in SWEEP_DIR (refused, before anything is written, if a "
                    "symbolic link in it points outside it)")
@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.config_io import ConfigError
     from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
 
-    if (args.pipeline is None) == (args.resume is None):
-        print("offlinerl sweep: give a PIPELINE file, or --resume SWEEP_DIR (not both)", file=sys.stderr)
+    if (args.job_file is None) == (args.resume is None):
+        print("offlinerl sweep: give a JOB_FILE, or --resume SWEEP_DIR (not both)", file=sys.stderr)
         return 2
     if args.resume and (args.grid or args.seeds or args.overrides or args.output):
         print("offlinerl sweep: a resumed sweep keeps its grid, seeds and settings; drop --grid/--seeds/--set/-o",
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--seeds {args.seeds!r}: give integers, e.g. 0,1,2") from None
             trials = plan_trials(grid, seeds, args.overrides)
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            out = Path(args.output or Path("sweeps") / f"{Path(args.pipeline).stem}-{stamp}")
-            spec = SweepSpec(pipeline=str(Path(args.pipeline).resolve()), workdir=os.getcwd(),
+            out = Path(args.output or Path("sweeps") / f"{Path(args.job_file).stem}-{stamp}")
+            spec = SweepSpec(job=str(Path(args.job_file).resolve()), workdir=os.getcwd(),
                              overrides=list(args.overrides), grid=grid, seeds=seeds, trials=trials)
             summary = run_sweep(out, spec, **options)
     except ConfigError as exc:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     best = summary["best"]
     if best is not None:
         print(f"best final return: {best['final_eval_return_mean']:.1f} at "
-              + (", ".join(f"{k}={best[k]}" for k in summary["keys"]) or "the pipeline's settings"))
+              + (", ".join(f"{k}={best[k]}" for k in summary["keys"]) or "the job file's settings"))
     print(f"sweep directory: {root}  (summary.csv, summary.md, sweep.png, trials/)")
     for name, why in summary["invalid"].items():
         print(f"offlinerl sweep: trial {name} not run: {why}", file=sys.stderr)

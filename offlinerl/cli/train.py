@@ -1,4 +1,4 @@
-"""``offlinerl train PIPELINE.yaml``: run a batch training job."""
+"""``offlinerl train JOB_FILE``: run a batch training job."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from offlinerl.cli.common import add_job_options
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train an algorithm on an episode dataset, as described by a pipeline file",
-        description="Train an algorithm on an episode dataset as described by PIPELINE (YAML or JSON: algorithm, "
+        help="train an algorithm on an episode dataset, as described by a job file",
+        description="Train an algorithm on an episode dataset as described by JOB_FILE (YAML or JSON: algorithm, "
         "dataset, config, stop conditions, output). Writes a run directory with the resolved config, metrics.jsonl, "
         "TensorBoard logs, checkpoints, learning_curve.png and result.json.",
         epilog="examples:\n  offlinerl train jobs/cartpole-bc.yaml --set config.lr=3e-4 --set stop.updates=2000\n"
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--set checkpoint_interval=2",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pipeline", nargs="?", help="pipeline file (e.g. jobs/cartpole-bc.yaml); not with --resume")
+    p.add_argument("job_file", nargs="?", metavar="JOB_FILE",
+                   help="job file (e.g. jobs/cartpole-bc.yaml); not with --resume")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue the stopped or killed job in RUN_DIR from its newest checkpoint (metrics.jsonl is "
                    "kept up to that checkpoint; --set may only change stop.*, checkpoint_interval, checkpoint_keep)")
@@ -42,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.jobs.train import run_train
     from offlinerl.ray_utils import quiet_ray_data
 
-    if (args.pipeline is None) == (args.resume is None):
-        print("offlinerl train: give a PIPELINE file, or --resume RUN_DIR (not both)", file=sys.stderr)
+    if (args.job_file is None) == (args.resume is None):
+        print("offlinerl train: give a JOB_FILE, or --resume RUN_DIR (not both)", file=sys.stderr)
         return 2
     if args.resume and args.output:
         print("offlinerl train: --resume continues in RUN_DIR itself; drop --output", file=sys.stderr)
@@ -56,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
         args.overrides = [*args.overrides, f"config.evaluation.ope={args.select_by}"]
     try:
         if args.resume:
-            pipeline, config, checkpoint = load_job_run(args.resume, args.overrides)
+            job, config, checkpoint = load_job_run(args.resume, args.overrides)
         else:
-            pipeline, config = load_job_spec(args.pipeline, args.overrides)
+            job, config = load_job_spec(args.job_file, args.overrides)
             checkpoint = None
     except ConfigError as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     quiet_ray_data()  # keep the progress bar readable
     try:
-        result = run_train(pipeline, config, run_dir=args.resume or args.output, resume_from=checkpoint,
+        result = run_train(job, config, run_dir=args.resume or args.output, resume_from=checkpoint,
                               address=args.address, progress=not args.no_progress,
                               skip_validation=args.skip_validation, started_at=STARTED_AT)
     except (FileExistsError, FileNotFoundError, ValueError, NonFiniteLossError) as exc:

@@ -1,4 +1,4 @@
-"""OfflineData (Ray Data pipelines) and the batch sources learners sample from.
+"""OfflineData (lazy Ray Data reads) and the batch sources learners sample from.
 
 Names are imported on first use: Ray Data's workers import ``offlinerl.data.offline_data`` for its
 transforms, and must not import the sources (torch) with it.

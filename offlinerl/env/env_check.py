@@ -56,7 +56,7 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
               env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
     """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
 
-    ``trusted=False`` for an env id read from a file (a dataset, checkpoint or pipeline): an id of the
+    ``trusted=False`` for an env id read from a file (a dataset, checkpoint or job file): an id of the
     form ``module:Env-v0`` would make gymnasium import ``module``, so such ids are refused unless the
     module is allow-listed or the user names the env themselves (:mod:`offlinerl.trusted`).
     """

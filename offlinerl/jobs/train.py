@@ -76,7 +76,7 @@ def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
 def _why_no_env(algo: Algorithm) -> str:
     if algo.offline_data.multi_module:
         return f"the dataset holds {len(algo.offline_data.module_ids)} modules (env evaluation is single-agent)"
-    return "the dataset names no env and the pipeline sets no evaluation.env"
+    return "the dataset names no env and the job file sets no evaluation.env"
 
 
 def run_train(

@@ -1,4 +1,4 @@
-"""Learning thresholds of the shipped pipelines on the shipped datasets (budgets cut to keep the suite short).
+"""Learning thresholds of the shipped job files on the shipped datasets (budgets cut to keep the suite short).
 
 Targets (dataset cards): BC reaches at least the dataset's mean return; MARWIL gets at
 least half of the way from the dataset mean to the best behaviour level (pendulum: 60 %).
@@ -21,7 +21,7 @@ def _card(dataset: str) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "pipeline,dataset,updates,fraction",
+    "job,dataset,updates,fraction",
     [
         ("cartpole-bc", "cartpole-mixed", 1000, 0.0),
         ("cartpole-marwil", "cartpole-mixed", 3500, 0.4),
@@ -29,12 +29,12 @@ def _card(dataset: str) -> dict:
         ("pendulum-marwil", "pendulum-mixed", 2500, 0.6),  # measured 89 normalised at 2500 (seed 0), target 76
     ],
 )
-def test_pipeline_reaches_target(ray_session, tmp_path, pipeline, dataset, updates, fraction):
+def test_job_file_reaches_target(ray_session, tmp_path, job, dataset, updates, fraction):
     card = _card(dataset)
     target = card["return_mean"] + fraction * (card["best_return"] - card["return_mean"])
-    pipe, config = load_job_spec(REPO / "jobs" / f"{pipeline}.yaml",
+    spec, config = load_job_spec(REPO / "jobs" / f"{job}.yaml",
                                  [f"stop.updates={updates}", "config.evaluation.interval=0"])
-    result = run_train(pipe, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
+    result = run_train(spec, config, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
     assert result["final_eval_return"] >= target, (result["final_eval_return"], target)
     assert result["updates"] == updates
     for name in ("result.json", "metrics.jsonl", "config.yaml", "learning_curve.png"):

@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_rebrac_learns_pendulum_ahead_of_td3bc_at_4000_updates():
     # jobs/pendulum-rebrac.yaml's settings (128 x 128, batch 256, β1 0.01, β2 0.1), 4,000 of its 6,000
-    # updates: 99.0 / 99.0 / 89.2 normalised on seeds 0 / 1 / 2 (10 episodes). TD3+BC at its pipeline's
+    # updates: 99.0 / 99.0 / 89.2 normalised on seeds 0 / 1 / 2 (10 episodes). TD3+BC at its job file's
     # settings (same network and batch, α 10) and budget: 38.2 / 39.5 / 49.1; its full 10,000 reach ~96.
     spec = importlib.util.spec_from_file_location("reference_rebrac", ROOT / "examples" / "reference_rebrac.py")
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
-    pipeline, cfg = load_job_spec(ROOT / "jobs" / "pendulum-rebrac.yaml")
-    path = ROOT / pipeline.dataset
+    job, cfg = load_job_spec(ROOT / "jobs" / "pendulum-rebrac.yaml")
+    path = ROOT / job.dataset
     info = read_info(path)
     torch.manual_seed(cfg.seed)
     arrays, env_to_module = ref.load_transitions(str(path), cfg.normalize_observations)

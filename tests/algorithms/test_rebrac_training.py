@@ -1,6 +1,6 @@
 """ReBRAC through the real Algorithm / LearnerGroup on a small dataset: the Ray-free reference loop and
 the Ray path compute the same transitions (next actions included), losses and weights; both data modes
-hand the learner the next-action columns; the shipped pipeline loads. (Training, checkpoints, exact
+hand the learner the next-action columns; the shipped job file loads. (Training, checkpoints, exact
 resume and streaming for every algorithm: test_contract.py.)"""
 
 import copy
@@ -80,10 +80,10 @@ def test_discrete_actions_are_refused_before_any_setup(ray_session, datasets):
         Algorithm("rebrac", _cfg(), datasets["discrete"])
 
 
-def test_shipped_pipeline_loads_with_its_config():
+def test_shipped_job_file_loads_with_its_config():
     from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_job_spec(ROOT / "jobs" / "pendulum-rebrac.yaml")
-    assert pipeline.algorithm == "rebrac" and isinstance(config, ReBRACConfig)
-    assert (ROOT / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
-    assert pipeline.stop.updates and config.normalize_observations
+    job, config = load_job_spec(ROOT / "jobs" / "pendulum-rebrac.yaml")
+    assert job.algorithm == "rebrac" and isinstance(config, ReBRACConfig)
+    assert (ROOT / job.dataset / "card.json").is_file()  # scored against the card's anchors
+    assert job.stop.updates and config.normalize_observations

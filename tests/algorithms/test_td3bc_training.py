@@ -113,10 +113,10 @@ def test_cli_train_tiny_budget_and_discrete_refusal(ray_session, datasets, tmp_p
 
 
 @pytest.mark.parametrize("dataset", ["pendulum", "double-pendulum"])
-def test_shipped_pipelines_load_with_their_config(dataset):
+def test_shipped_job_files_load_with_their_config(dataset):
     from offlinerl.jobs.spec import load_job_spec
 
-    pipeline, config = load_job_spec(EXAMPLES.parent / "jobs" / f"{dataset}-td3bc.yaml")
-    assert pipeline.algorithm == "td3bc" and isinstance(config, TD3BCConfig)
-    assert (EXAMPLES.parent / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
-    assert pipeline.stop.updates and config.normalize_observations
+    job, config = load_job_spec(EXAMPLES.parent / "jobs" / f"{dataset}-td3bc.yaml")
+    assert job.algorithm == "td3bc" and isinstance(config, TD3BCConfig)
+    assert (EXAMPLES.parent / job.dataset / "card.json").is_file()  # scored against the card's anchors
+    assert job.stop.updates and config.normalize_observations

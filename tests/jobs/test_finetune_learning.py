@@ -1,5 +1,5 @@
 """Learning: a short offline pretraining on Pendulum, then online fine-tuning with the
-shipped pipelines raises the evaluation return by a wide margin (fixed seeds)."""
+shipped job files raises the evaluation return by a wide margin (fixed seeds)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def test_online_finetuning_improves_a_short_pretraining(ray_session, tmp_path, n
     # Evaluated before and after only, with the checkpoint's 10 episodes, for 8 iterations, and no periodic
     # checkpoints: the test measures the gain, the curve and resume are tested elsewhere (test_online_jobs).
     budget = ["checkpoint_interval=0", "config.evaluation.interval=0", "config.evaluation.episodes=10", "stop.iterations=8"]
-    pipeline = load_finetune_spec(REPO / "jobs" / f"pendulum-{name}-finetune.yaml", budget,
+    job = load_finetune_spec(REPO / "jobs" / f"pendulum-{name}-finetune.yaml", budget,
                                       checkpoint=str(tmp_path / "ckpt"))
-    result = run_finetune(pipeline, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
+    result = run_finetune(job, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
 
     assert result["checkpoint_eval_return"] == offline
     assert result["initial_eval_return"] == offline  # the hand-over loses nothing

@@ -1,4 +1,4 @@
-"""The shipped CQL/IQL pipeline files (offline and fine-tune) load and validate (their results: benchmarks/README.md)."""
+"""The shipped CQL/IQL job files (offline and fine-tune) load and validate (their results: benchmarks/README.md)."""
 
 from pathlib import Path
 
@@ -8,17 +8,17 @@ from offlinerl.algorithms.cql import CQLConfig
 from offlinerl.algorithms.iql import IQLConfig
 from offlinerl.jobs.spec import load_job_spec
 
-PIPELINES = Path(__file__).resolve().parents[2] / "jobs"
+JOB_FILES = Path(__file__).resolve().parents[2] / "jobs"
 NAMES = [f"{ds}-{algo}" for ds in ("pendulum", "cartpole", "double-pendulum") for algo in ("cql", "iql")]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_loads_with_its_algorithm_config(name):
-    pipeline, config = load_job_spec(PIPELINES / f"{name}.yaml")
-    assert pipeline.algorithm == name.rsplit("-", 1)[1]
-    assert isinstance(config, CQLConfig if pipeline.algorithm == "cql" else IQLConfig)
-    assert (PIPELINES.parent / pipeline.dataset / "card.json").is_file()  # scored against the card's anchors
-    assert pipeline.stop.updates and config.normalize_observations
+    job, config = load_job_spec(JOB_FILES / f"{name}.yaml")
+    assert job.algorithm == name.rsplit("-", 1)[1]
+    assert isinstance(config, CQLConfig if job.algorithm == "cql" else IQLConfig)
+    assert (JOB_FILES.parent / job.dataset / "card.json").is_file()  # scored against the card's anchors
+    assert job.stop.updates and config.normalize_observations
 
 
 def test_progress_bar_shows_the_loss_terms_each_algorithm_has():
@@ -39,7 +39,7 @@ FINETUNE_BUDGET = 50_000
 
 @pytest.mark.parametrize("name", NAMES)
 def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
-    """``<name>-finetune.yaml`` applies onto the offline pipeline's config (a typo'd key or a bad value fails here,
+    """``<name>-finetune.yaml`` applies onto the offline job's config (a typo'd key or a bad value fails here,
     not minutes into a job), and its worst case (every sampled step + every gate episode at the env's step limit)
     stays within the budget the benchmark reports."""
     import gymnasium as gym
@@ -48,12 +48,12 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
     from offlinerl.jobs.spec import load_finetune_spec
     from offlinerl.episodes.info import read_info
 
-    offline, config = load_job_spec(PIPELINES / f"{name}.yaml")
-    ft = load_finetune_spec(PIPELINES / f"{name}-finetune.yaml", checkpoint="unused")
+    offline, config = load_job_spec(JOB_FILES / f"{name}.yaml")
+    ft = load_finetune_spec(JOB_FILES / f"{name}-finetune.yaml", checkpoint="unused")
     tuned = type(config).from_dict(merge(to_dict(config), ft.config))
     assert {k: getattr(tuned, k) for k in ft.config if k != "evaluation"} == \
         {k: v for k, v in ft.config.items() if k != "evaluation"}
-    env_id = read_info(PIPELINES.parent / offline.dataset).env_id
+    env_id = read_info(JOB_FILES.parent / offline.dataset).env_id
     online, iterations = ft.online, ft.stop.iterations
     gates = iterations // online.gate_interval if online.promotion == "gated" else 0
     worst = iterations * online.env_steps_per_iteration + gates * 2 * online.gate_episodes * gym.spec(env_id).max_episode_steps

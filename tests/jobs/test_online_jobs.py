@@ -44,7 +44,7 @@ def pendulum_iql(ray_session, tmp_path_factory):
     return root / "ckpt"
 
 
-def _pipeline(checkpoint: Path, config: dict | None = None, online: dict | None = None, **extra) -> FinetuneSpec:
+def _finetune_spec(checkpoint: Path, config: dict | None = None, online: dict | None = None, **extra) -> FinetuneSpec:
     return from_dict(FinetuneSpec, {
         "checkpoint": str(checkpoint),
         "config": {"updates_per_iteration": 10, "evaluation": {"episodes": 4, "seed": 100}, **(config or {})},
@@ -57,8 +57,8 @@ def test_two_remote_learners_two_runners_and_streaming_data_behave_like_one_lear
     """The same fine-tune with one in-process learner (in-memory data, in-process runner), and with 2 DDP
     learners (each its own streaming shard and its own replay) fed by 2 EnvRunner actors."""
     quiet = lambda s: None  # noqa: E731
-    one = run_finetune(_pipeline(pendulum_iql), run_dir=tmp_path / "one", progress=False, log=quiet)
-    scaled = _pipeline(
+    one = run_finetune(_finetune_spec(pendulum_iql), run_dir=tmp_path / "one", progress=False, log=quiet)
+    scaled = _finetune_spec(
         pendulum_iql,
         config={"num_learners": 2, "num_cpus_per_learner": 0.25, "data": {"mode": "streaming", "shuffle_buffer_size": 1000}},
         online={"num_env_runners": 2, "num_cpus_per_env_runner": 0.25},

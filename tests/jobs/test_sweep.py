@@ -50,7 +50,7 @@ def _fake_trial(root: Path, name: str, final: float | None, best: float, curve: 
 
 def test_summary_gives_mean_and_std_over_finished_seeds_per_grid_point(tmp_path):
     trials = plan_trials({"config.beta": [1, 10]}, [0, 1])
-    spec = SweepSpec(pipeline="p.yaml", workdir=str(tmp_path), overrides=[], grid={"config.beta": [1, 10]},
+    spec = SweepSpec(job="p.yaml", workdir=str(tmp_path), overrides=[], grid={"config.beta": [1, 10]},
                      seeds=[0, 1], trials=trials)
     _fake_trial(tmp_path, trials[0].name, 10.0, 12.0, [5.0, 10.0])
     _fake_trial(tmp_path, trials[1].name, 20.0, 20.0, [15.0, 20.0])
@@ -70,16 +70,26 @@ def test_summary_gives_mean_and_std_over_finished_seeds_per_grid_point(tmp_path)
     assert (tmp_path / "sweep.png").stat().st_size > 5000
 
 
+def test_a_sweep_json_written_before_the_job_key_still_reads(tmp_path):
+    """Sweeps written before 2026-12-03 name their job file ``pipeline``: --resume still reads them."""
+    trials = plan_trials({}, [0])
+    fields = {"workdir": str(tmp_path), "overrides": [], "grid": {}, "seeds": [0], "trials": [vars(t) for t in trials]}
+    (tmp_path / "sweep.json").write_text(json.dumps({"pipeline": "/jobs/bc.yaml", **fields}))
+    spec = SweepSpec.from_file(tmp_path / "sweep.json")
+    assert spec.job == "/jobs/bc.yaml" and [t.name for t in spec.trials] == ["000_seed-0"]
+    assert json.loads(spec.to_json())["job"] == "/jobs/bc.yaml" and "pipeline" not in spec.to_json()
+
+
 def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsys):
-    pipeline = tmp_path / "p.yaml"
-    pipeline.write_text(yaml.safe_dump({"algorithm": "bc", "dataset": str(tmp_path / "none"), "stop": {"updates": 1}}))
+    job = tmp_path / "p.yaml"
+    job.write_text(yaml.safe_dump({"algorithm": "bc", "dataset": str(tmp_path / "none"), "stop": {"updates": 1}}))
     for argv, message in [
-        ([], "give a PIPELINE file"),
-        ([str(pipeline), "--resume", str(tmp_path)], "not both"),
+        ([], "give a JOB_FILE"),
+        ([str(job), "--resume", str(tmp_path)], "not both"),
         (["--resume", str(tmp_path), "--grid", "config.lr=1"], "keeps its grid"),
-        ([str(pipeline), "--grid", "config.no_such_key=1,2"], "no_such_key"),
-        ([str(pipeline), "--seeds", "a,b"], "give integers"),
-        ([str(pipeline), "--max-concurrent", "0"], "--max-concurrent"),
+        ([str(job), "--grid", "config.no_such_key=1,2"], "no_such_key"),
+        ([str(job), "--seeds", "a,b"], "give integers"),
+        ([str(job), "--max-concurrent", "0"], "--max-concurrent"),
         (["--resume", str(tmp_path)], "not a sweep directory"),
     ]:
         assert main(["sweep", *argv]) == 2, argv
@@ -93,7 +103,7 @@ def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsy
     victim = tmp_path / "precious"
     victim.mkdir()
     (victim / "data.txt").write_text("keep")
-    spec = {"pipeline": str(pipeline), "workdir": str(tmp_path), "overrides": [], "grid": {}, "seeds": [],
+    spec = {"job": str(job), "workdir": str(tmp_path), "overrides": [], "grid": {}, "seeds": [],
             "trials": [{"name": "../../precious", "point": {}, "seed": None, "overrides": []}]}
     (sweep / "sweep.json").write_text(json.dumps(spec))
     assert main(["sweep", "--resume", str(sweep)]) == 2
@@ -104,8 +114,8 @@ def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsy
 @pytest.mark.slow
 def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_one(ray_session, tmp_path, capsys):
     data = make_dataset(tmp_path / "cartpole", episodes=6)
-    pipeline = tmp_path / "bc.yaml"
-    pipeline.write_text(yaml.safe_dump({
+    job = tmp_path / "bc.yaml"
+    job.write_text(yaml.safe_dump({
         "algorithm": "bc", "dataset": str(data),
         "config": {"seed": 0, "updates_per_iteration": 20, "train_batch_size": 32, "model": {"hidden": [16]},
                    "evaluation": {"episodes": 2, "interval": 2}},
@@ -113,7 +123,7 @@ def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_on
     sweep = tmp_path / "sweep"
     # Two spellings of the same learning rate (a quoted string the config reads as a number, and the number):
     # the two trials are the same job, so the one killed and resumed must end exactly like the one that ran through.
-    argv = ["sweep", str(pipeline), "--grid", "config.lr='1e-3',0.001", "--max-concurrent", "1", "-o", str(sweep)]
+    argv = ["sweep", str(job), "--grid", "config.lr='1e-3',0.001", "--max-concurrent", "1", "-o", str(sweep)]
     first = sweep / "trials" / "000_lr-1e-3"
     kill_once_written(argv, first / "checkpoints" / "iter-000003")
     assert not (first / "result.json").exists()

@@ -4,7 +4,7 @@ Every hostile input is generated here, cheaply: a packed value of ~100 bytes
 declaring an 11 GB array, an LZ4 frame of 8 MB holding 2 GiB of zeros (built
 by repeating one compressed 4 MiB block, never by compressing 2 GiB), a gzip
 line far longer than the cap, msgpack/npy/zlib records that declare more than
-they hold, and a YAML "billion laughs" pipeline file. Each must be refused
+they hold, and a YAML "billion laughs" job file. Each must be refused
 before allocation, quarantined with its file, line/row and a reason naming the
 cap and the flag that raises it, while the rest of the recording converts.
 """

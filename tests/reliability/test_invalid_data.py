@@ -183,7 +183,7 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], Path], str, str]] = {
 
 
 def _job(tmp_path: Path, dataset: Path, algorithm: str = "bc", **extra) -> Path:
-    """A tiny pipeline file: a few small updates, one short evaluation episode."""
+    """A tiny job file: a few small updates, one short evaluation episode."""
     spec = {"algorithm": algorithm, "dataset": str(dataset),
             "config": {"updates_per_iteration": 5, "train_batch_size": 8, "model": {"hidden": [8]},
                        "evaluation": {"episodes": 1, "interval": 0, "env_kwargs": {"max_episode_steps": 10}}},

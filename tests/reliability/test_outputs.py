@@ -69,7 +69,7 @@ def one_line(capsys, prefix: str) -> str:
     return lines[0]
 
 
-def _pipeline(path: Path, dataset: Path, **extra) -> Path:
+def _job_file(path: Path, dataset: Path, **extra) -> Path:
     path.write_text(yaml.safe_dump({
         "algorithm": "bc", "dataset": str(dataset),
         "config": {"updates_per_iteration": 5, "train_batch_size": 16, "model": {"hidden": [8]},
@@ -80,17 +80,17 @@ def _pipeline(path: Path, dataset: Path, **extra) -> Path:
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory, ray_session):
-    """A dataset, a pipeline on it and a finished run of that pipeline (its checkpoints and metrics)."""
+    """A dataset, a job file on it and a finished run of that job (its checkpoints and metrics)."""
     root = tmp_path_factory.mktemp("outputs")
     data = make_dataset(root / "cartpole", episodes=4)
-    pipeline = _pipeline(root / "bc.yaml", data)
+    job_file = _job_file(root / "bc.yaml", data)
     run = root / "run"
-    assert main(["train", str(pipeline), "-o", str(run), "--no-progress"]) == 0
-    return data, pipeline, run
+    assert main(["train", str(job_file), "-o", str(run), "--no-progress"]) == 0
+    return data, job_file, run
 
 
 def test_a_file_output_never_lands_on_or_inside_what_the_command_reads(job, tmp_path, capsys):
-    data, pipeline, run = job
+    data, job_file, run = job
     ckpt = run / "checkpoints" / "final"
     before = {"data": tree(data), "run": tree(run)}
     ope = ["ope", str(ckpt), "--dataset", str(data), "--method", "fqe", "--fqe-updates", "5", "--resamples", "5",
@@ -113,10 +113,10 @@ def test_a_file_output_never_lands_on_or_inside_what_the_command_reads(job, tmp_
                  "--overwrite"])
     message = one_line(capsys, "offlinerl export policy: error: ")
     assert code == 2 and "lies inside the dataset" in message, message
-    code = main(["sweep", str(pipeline), "-o", str(ckpt / "sweep"), "--no-progress"])
+    code = main(["sweep", str(job_file), "-o", str(ckpt / "sweep"), "--no-progress"])
     message = one_line(capsys, "offlinerl sweep: ")
     assert code == 1 and "lies inside the checkpoint" in message, message
-    code = main(["train", str(pipeline), "-o", str(data / "run"), "--no-progress", "--skip-validation"])
+    code = main(["train", str(job_file), "-o", str(data / "run"), "--no-progress", "--skip-validation"])
     message = one_line(capsys, "offlinerl train: ")
     assert code == 1 and "lies inside the dataset" in message, message
     with pytest.raises(StatsError, match="lies inside the input directory"):  # offlinerl inspect --plot
@@ -137,7 +137,7 @@ def test_a_file_output_never_lands_on_or_inside_what_the_command_reads(job, tmp_
 
 
 def test_resume_refuses_a_directory_with_a_link_to_outside_it(job, tmp_path, capsys):
-    data, pipeline, run = job
+    data, job_file, run = job
     before = tree(run)
 
     # checkpoints/ linked into another run: resuming used to change 6 of that run's files.
@@ -161,7 +161,7 @@ def test_resume_refuses_a_directory_with_a_link_to_outside_it(job, tmp_path, cap
     # A sweep whose trial directory is linked elsewhere: --resume used to delete the files there (exit 0).
     sweep = tmp_path / "sweep"
     (sweep / "trials").mkdir(parents=True)
-    spec = SweepSpec(pipeline=str(pipeline), workdir=str(tmp_path), overrides=[], grid={}, seeds=[],
+    spec = SweepSpec(job=str(job_file), workdir=str(tmp_path), overrides=[], grid={}, seeds=[],
                      trials=plan_trials({}, []))
     (sweep / "sweep.json").write_text(spec.to_json())
     elsewhere = tmp_path / "elsewhere"
@@ -178,7 +178,7 @@ def test_resume_refuses_a_directory_with_a_link_to_outside_it(job, tmp_path, cap
 def test_every_sweep_trial_validates_its_own_dataset(job, ray_session, tmp_path, capsys):
     """The grid varies the dataset; the second one has a NaN reward. Only the first grid point's data used to be
     validated, and that trial trained to the end on data `train` refuses."""
-    data, pipeline, _ = job
+    data, job_file, _ = job
     env = gym.make("CartPole-v1")
     episodes = load_episodes(data)
     rewards = np.array(episodes[1].rewards, dtype=np.float64)
@@ -189,7 +189,7 @@ def test_every_sweep_trial_validates_its_own_dataset(job, ray_session, tmp_path,
                   env_id="CartPole-v1")
     before = {"data": tree(data), "bad": tree(bad)}
     sweep = tmp_path / "sweep"
-    code = main(["sweep", str(pipeline), "--grid", f"dataset={data},{bad}", "--set", "stop.iterations=1",
+    code = main(["sweep", str(job_file), "--grid", f"dataset={data},{bad}", "--set", "stop.iterations=1",
                  "--max-concurrent", "1", "-o", str(sweep), "--no-progress",
                  "--address", ray_session.get_runtime_context().gcs_address])
     captured = capsys.readouterr()

@@ -2,7 +2,7 @@
 
 Each hostile file names a real module written here, whose top-level code would create a marker file and
 register an env: the module must stay unimported unless the user allows its package (``--env-package`` /
-``OFFLINERL_ENV_PACKAGES``). Deeply nested, huge-integer and YAML-1.1-number texts in pipelines, specs,
+``OFFLINERL_ENV_PACKAGES``). Deeply nested, huge-integer and YAML-1.1-number texts in job files, specs,
 ``--set``, ``dataset.json`` and ``sweep.json`` are one message and an exit code.
 """
 
@@ -131,7 +131,7 @@ def test_a_spec_env_never_imports_a_module_unless_its_package_is_allowed(tmp_pat
     assert json.loads((tmp_path / "out" / "dataset.json").read_text())["env_id"] == f"{name}:{name}/EvilCartPole-v0"
 
 
-def test_a_pipeline_env_never_imports_a_module(tmp_path, dataset, evil, capsys):
+def test_a_job_file_env_never_imports_a_module(tmp_path, dataset, evil, capsys):
     name, _ = evil
     job = _job(tmp_path, dataset, evaluation={"env": f"{name}:Evil-v0", "episodes": 1, "interval": 1})
     code, out = _run(capsys, "train", job, "--no-progress", "-o", tmp_path / "run")
@@ -170,7 +170,7 @@ def test_a_dataset_env_id_never_imports_a_module(tmp_path, dataset, evil, capsys
     ("beyond int64", "algorithm: bc\nstop:\n  updates: 99999999999999999999\n", "does not fit in 64 bits"),
     ("underscore number", "algorithm: bc\nstop:\n  updates: 1_000\n", "expected an integer, got '1_000'"),
 ])
-def test_hostile_pipeline_texts_are_one_message(tmp_path, dataset, capsys, case, text, expected):
+def test_hostile_job_file_texts_are_one_message(tmp_path, dataset, capsys, case, text, expected):
     job = tmp_path / "job.yaml"
     job.write_text(f"dataset: {dataset}\n" + text)
     code, out = _run(capsys, "train", job, "--no-progress", "-o", tmp_path / "run")

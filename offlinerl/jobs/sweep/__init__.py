@@ -1,7 +1,7 @@
 """Sweeps: a grid of job-spec overrides × seeds, each point-and-seed one training job, run as Ray Tune trials.
 
     SWEEP/
-        sweep.json            what was asked (pipeline, overrides, grid, seeds) and every trial's overrides
+        sweep.json            what was asked (job file, overrides, grid, seeds) and every trial's overrides
         trials/<name>/        one run directory per trial, exactly what ``offlinerl train`` writes
         trials/<name>.log     the trial's output
         trials/<name>.json    how and where it ran: one entry per attempt (Ray node, command, exit code)

@@ -28,7 +28,7 @@ class Trial:
     point: dict[str, Any]
     """The grid point: dotted key -> value (the seed excluded)."""
     seed: int | None
-    """``config.seed`` of this trial (None: the pipeline's own)."""
+    """``config.seed`` of this trial (None: the job file's own)."""
     overrides: list[str]
     """``--set`` overrides of this trial: the sweep's, then the grid point's, then the seed."""
 
@@ -37,16 +37,16 @@ class Trial:
 class SweepSpec:
     """What a sweep runs (``sweep.json``)."""
 
-    pipeline: str
-    """The pipeline file (absolute path)."""
+    job: str
+    """The job file (absolute path)."""
     workdir: str
-    """The directory the sweep was started in (relative paths of the pipeline resolve from there)."""
+    """The directory the sweep was started in (relative paths of the job file resolve from there)."""
     overrides: list[str]
     """``--set`` overrides applied to every trial."""
     grid: dict[str, list[Any]]
     """Dotted key -> the values to try; the trials are the Cartesian product."""
     seeds: list[int]
-    """Seeds per grid point (empty: one trial per point, with the pipeline's seed)."""
+    """Seeds per grid point (empty: one trial per point, with the job file's seed)."""
     trials: list[Trial]
     """Every trial, in order."""
 
@@ -57,6 +57,8 @@ class SweepSpec:
     def from_file(cls, path: Path) -> "SweepSpec":
         try:
             data = plain_json(path.read_text())
+            if isinstance(data, dict) and "pipeline" in data and "job" not in data:  # sweeps before 2026-12-03
+                data["job"] = data.pop("pipeline")
             trials = [Trial(**t) for t in data.pop("trials")]
             spec = cls(**data, trials=trials)
         except (OSError, ValueError, TypeError, KeyError) as exc:

@@ -50,7 +50,7 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     table = [r for r, _ in rows]
     _write_csv(root / "summary.csv", table)
     replace_file(root / "summary.md", _markdown(table, list(spec.grid)))
-    _plot(root / "sweep.png", rows, list(spec.grid), Path(spec.pipeline).stem)
+    _plot(root / "sweep.png", rows, list(spec.grid), Path(spec.job).stem)
     best = max((r for r in table if r["final_eval_return_mean"] is not None),
                key=lambda r: r["final_eval_return_mean"], default=None)
     nodes = {}
@@ -118,10 +118,10 @@ def _plot(path: Path, rows: list[tuple[dict[str, Any], list[list[tuple[float, fl
         curves = [c for c in curves if c]
         if not curves:
             continue
-        n = min(len(c) for c in curves)  # seeds evaluated at the same updates (same pipeline)
+        n = min(len(c) for c in curves)  # seeds evaluated at the same updates (same job file)
         x = np.array([p[0] for p in curves[0][:n]])
         y = np.array([[p[1] for p in c[:n]] for c in curves])
-        label = ", ".join(f"{k.removeprefix('config.')}={row[k]}" for k in keys) or "pipeline"
+        label = ", ".join(f"{k.removeprefix('config.')}={row[k]}" for k in keys) or "job file"
         ax.plot(x, y.mean(0), marker="o", label=f"{label} ({len(curves)} seeds)")
         ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
     ax.set(xlabel="gradient updates", ylabel="evaluation return", title=f"sweep of {title}: mean ± std over seeds")

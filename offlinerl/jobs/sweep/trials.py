@@ -38,7 +38,7 @@ def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
     if run.exists():  # started but stopped before its first checkpoint: ours (inside trials/), start again
         shutil.rmtree(run)
     sets = [a for o in spec["overrides"] for a in ("--set", o)]
-    return [*base, spec["pipeline"], "-o", str(run), "--skip-validation", *sets]
+    return [*base, spec["job"], "-o", str(run), "--skip-validation", *sets]
 
 
 def _die_with_parent() -> None:
@@ -181,14 +181,14 @@ def run_sweep(
         hint = "; to continue that sweep use --resume" if (root / SWEEP_FILE).is_file() else ""
         raise FileExistsError(f"{root} exists and is not empty; choose another --output{hint}")
     cwd = os.getcwd()
-    os.chdir(spec.workdir)  # the pipeline's relative paths, as the trials will see them
+    os.chdir(spec.workdir)  # the job file's relative paths, as the trials will see them
     try:  # every trial's config is valid before anything is written (a wrong key or value: ConfigError)
-        configs = {t.name: load_job_spec(spec.pipeline, t.overrides) for t in spec.trials}
+        configs = {t.name: load_job_spec(spec.job, t.overrides) for t in spec.trials}
     finally:
         os.chdir(cwd)
     datasets = {name: _absolute(job.dataset, spec.workdir) for name, (job, _) in configs.items()}
-    if new:  # never /, home or the current directory, the pipeline or a dataset, nor inside a dataset or checkpoint
-        check_output_place(root, inputs=[spec.pipeline, *datasets.values()])
+    if new:  # never /, home or the current directory, the job file or a dataset, nor inside a dataset or checkpoint
+        check_output_place(root, inputs=[spec.job, *datasets.values()])
     try:
         if new:
             root.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,7 @@ def run_sweep(
         # The env packages this process trusts (its --env-package, environment and settings file; never sweep.json)
         # go to the trials explicitly: Ray's workers may have started before the allow-list was set.
         packages = sorted(allowed_env_packages())
-        params = [{"name": t.name, "overrides": t.overrides, "pipeline": spec.pipeline, "workdir": spec.workdir,
+        params = [{"name": t.name, "overrides": t.overrides, "job": spec.job, "workdir": spec.workdir,
                    "run_dir": str((root / TRIALS / t.name).resolve()), "env_packages": packages} for t in pending]
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
