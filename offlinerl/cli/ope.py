@@ -44,7 +44,9 @@ def _num(x: Any) -> str:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """One line per checkpoint × method: estimate, interval, episodes, ESS, or why it was skipped."""
+    """One line per checkpoint × method: estimate, interval, episodes, ESS, or why it was skipped; a flagged
+    estimate (outside the feasible range, low ESS, FQE not converged) ends in ``!``, its reasons on the lines
+    below it."""
     lines = [f"dataset {report['dataset']} ({report['episodes']} episodes, γ = {report['gamma']}, "
              f"{report['confidence']:.0%} bootstrap intervals)",
              f"{'checkpoint':<40} {'method':<5} {'policy':<10} {'estimate':>10} {'interval':>22} {'ESS':>7}"]
@@ -55,8 +57,10 @@ def format_table(report: dict[str, Any]) -> str:
                 lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} skipped: {row['skipped']}")
                 continue
             ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+            mark = " !" if row.get("flags") else ""
             lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} {_num(row['estimate']):>10} {ci:>22} "
-                         f"{_num(row.get('ess')):>7}")
+                         f"{_num(row.get('ess')):>7}{mark}")
+            lines += [f"  ! {row['method']}: {flag}" for flag in row.get("flags") or ()]
     return "\n".join(lines)
 
 

@@ -75,3 +75,46 @@ def test_holdout_scores_only_the_episodes_a_job_held_out(capsys, inputs, tmp_pat
     assert json.loads((tmp_path / "r.json").read_text())["results"][0]["methods"][0]["episodes"] == 2  # round(6·0.34)
     code, out, err = _run(capsys, ckpt, "--dataset", data, "--holdout", "1.5")
     assert code == 2 and "data.holdout.fraction" in err and len(err.strip().splitlines()) == 1
+
+
+def test_progress_per_checkpoint_and_method_and_flags_in_table_and_json(capsys, inputs, tmp_path):
+    """Progress lines on stderr (per checkpoint, per method); FQE at 50 updates (5 backups) is flagged as not
+    converged, with the criterion and the updates that would meet it, in the table and in the JSON."""
+    data, ckpt = inputs
+    code, out, err = _run(capsys, ckpt, "--dataset", data, "--method", "fqe", "--fqe-updates", "50",
+                          "--resamples", "20", "--out", tmp_path / "r.json")
+    assert code == 0, err
+    progress = [line for line in err.splitlines() if "starting Ray" not in line]
+    assert [line.split(" in ")[0] for line in progress] == [
+        f"offlinerl ope: checkpoint 1/1 {ckpt}: fqe on 6 episodes ...",
+        "offlinerl ope:   fqe: fitting Q̂ (50 updates) ...",
+        "offlinerl ope:   fqe: fitted",
+        "offlinerl ope: checkpoint 1/1 done"]
+    flag = ("FQE not converged: 5 backups reach 1 − γ^5 = 0.05 of the horizon (criterion: >= 0.95); "
+            "use --fqe-updates 2990 or more")
+    assert out.splitlines()[2].endswith(" !") and out.splitlines()[3] == f"  ! fqe: {flag}"
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["results"][0]["methods"][0]["flags"] == [flag]
+    code, out, err = _run(capsys, ckpt, "--dataset", data, "--method", "fqe", "--fqe-updates", "20",
+                          "--resamples", "10", "--quiet")
+    assert code == 0 and err == ""
+
+
+def test_flags_name_the_range_the_ess_and_convergence():
+    from offlinerl.evaluation.ope.run import flags
+
+    pdis = {"method": "pdis", "estimate": 117.99, "episodes": 200, "ess": 40.0}
+    assert flags(pdis, (0.0, 100.0), 0.99) == [
+        "117.99 is outside the feasible range [0.00, 100.00] of discounted returns (the dataset's rewards / (1 − γ)): "
+        "not a value any policy can have"]
+    is_row = {"method": "is", "estimate": 0.0, "episodes": 200, "ess": 1.06}
+    assert flags(is_row, (0.0, 100.0), 0.99) == [
+        "low effective sample size: ESS 1.06 of 200 episodes (under 10% or 5): a few episodes' weights decide the "
+        "estimate and its interval"]
+    fqe = {"method": "fqe", "estimate": 59.0, "episodes": 200, "fqe/horizon_reached": 1 - 0.99 ** 100,
+           "fqe/iterations": 100, "fqe/updates": 1000}
+    assert flags(fqe, (0.0, 100.0), 0.99) == [
+        "FQE not converged: 100 backups reach 1 − γ^100 = 0.63 of the horizon (criterion: >= 0.95); "
+        "use --fqe-updates 2990 or more"]
+    assert flags({**fqe, "fqe/horizon_reached": 1 - 0.99 ** 1000, "fqe/iterations": 1000, "fqe/updates": 10000},
+                 (0.0, 100.0), 0.99) == []

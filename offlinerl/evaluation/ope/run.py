@@ -16,7 +16,9 @@ with Q̂ held fixed, so it ignores FQE's own fitting error).
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -29,11 +31,20 @@ from offlinerl.core.rl_module import MultiRLModule
 from offlinerl.env.env_check import space_mismatch
 from offlinerl.env.policies import forward, module_inputs
 from offlinerl.evaluation.ope import estimators as E
+from offlinerl.episodes.info import read_info
 from offlinerl.evaluation.ope.data import OPEEpisodes, load_ope_episodes
 from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.training.checkpoint import load_checkpoint
 
-__all__ = ["METHODS", "OPEConfig", "evaluate_policy_offline", "ope_checkpoints"]
+__all__ = ["METHODS", "OPEConfig", "evaluate_policy_offline", "ope_checkpoints", "flags", "LOW_ESS_FRACTION",
+           "MIN_HORIZON_REACHED"]
+
+log = logging.getLogger(__name__)
+
+LOW_ESS_FRACTION = 0.1
+"""An IS-family estimate is flagged when its ESS is under this fraction of the episodes (or under 5)."""
+MIN_HORIZON_REACHED = 0.95
+"""FQE is flagged as not converged when its backups reached less of the horizon: 1 − γ^K < this (K target copies)."""
 
 METHODS = ("fqe", "is", "wis", "pdis", "dr")
 _IS_FAMILY = {"is": E.importance_sampling, "wis": E.weighted_is, "pdis": E.per_decision_is}
@@ -109,7 +120,10 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
         fqe_data = FQEData(obs=obs[s_idx], actions=actions, rewards=rewards, next_obs=obs[s_idx + 1],
                            terminateds=torch.as_tensor(data.terminateds, dtype=torch.float32),
                            next_actions=deployed[s_idx + 1].unsqueeze(1), next_weights=torch.ones(len(s_idx), 1))
+        t0 = time.perf_counter()
+        log.info(f"  fqe: fitting Q̂ ({config.fqe.num_updates} updates) ...")
         q, metrics = fit_fqe(fqe_data, space, config.gamma, config.fqe)
+        log.info(f"  fqe: fitted in {time.perf_counter() - t0:.1f} s")
         init = torch.as_tensor(data.initial_obs)
         v0 = q(obs[init], deployed[init]).double().numpy()  # [E] Q̂(s0, π(s0))
         if "fqe" in config.methods:
@@ -136,6 +150,7 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     ess = E.effective_sample_size(np.where(mask, logr, 0.0).sum(axis=1))
     boot = dict(num_resamples=config.num_resamples, confidence=config.confidence, seed=config.seed)
     for m in wanted:
+        t0 = time.perf_counter()
         if m == "dr":
             dist = module.action_dist(dist_inputs[s_idx])
             if discrete:
@@ -156,7 +171,36 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
             arrays = [r, logr, mask]
         rows.append(_row(m, "stochastic", stat(*arrays), E.bootstrap_ci(stat, arrays, **boot), data.num_episodes,
                          ess=ess))
+        log.info(f"  {m}: done in {time.perf_counter() - t0:.1f} s")
     return rows
+
+
+def flags(row: dict[str, Any], value_range: tuple[float, float], gamma: float) -> list[str]:
+    """Why ``row``'s estimate should not be trusted as it stands (empty: no reason found):
+
+    - its estimate lies outside ``value_range``, the discounted returns any policy can reach
+      ([min(r, 0), max(r, 0)] / (1 − γ) over the dataset's rewards);
+    - IS family: the effective sample size is under ``LOW_ESS_FRACTION`` of the episodes, or under 5;
+    - FQE: its backups did not reach the horizon (``fqe/horizon_reached`` < ``MIN_HORIZON_REACHED``).
+    """
+    out = []
+    lo, hi = value_range
+    est = row.get("estimate")
+    if est is not None and not lo - 1e-6 * max(1.0, abs(lo)) <= est <= hi + 1e-6 * max(1.0, abs(hi)):
+        out.append(f"{est:.2f} is outside the feasible range [{lo:.2f}, {hi:.2f}] of discounted returns (the "
+                   f"dataset's rewards / (1 − γ)): not a value any policy can have")
+    ess, n = row.get("ess"), row.get("episodes") or 0
+    if ess is not None and n and ess < max(5.0, LOW_ESS_FRACTION * n):
+        out.append(f"low effective sample size: ESS {ess:.2f} of {n} episodes (under {LOW_ESS_FRACTION:.0%} or 5): "
+                   "a few episodes' weights decide the estimate and its interval")
+    reached = row.get("fqe/horizon_reached")
+    if reached is not None and reached < MIN_HORIZON_REACHED:
+        iters = row["fqe/iterations"]
+        per_iter = max(1, round(row["fqe/updates"] / max(iters, 1)))
+        need = math.ceil(math.log(1 - MIN_HORIZON_REACHED) / math.log(gamma)) * per_iter if gamma > 0 else per_iter
+        out.append(f"FQE not converged: {iters} backups reach 1 − γ^{iters} = {reached:.2f} of the horizon (criterion: "
+                   f">= {MIN_HORIZON_REACHED}); use --fqe-updates {need} or more")
+    return out
 
 
 def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, config: OPEConfig = OPEConfig(),
@@ -167,18 +211,29 @@ def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, conf
     Raises ``ValueError`` (``CheckpointError``, ``InvalidDatasetError``, a space mismatch) before any fitting.
     """
     ckpts = [load_checkpoint(p) for p in checkpoints]
-    data = load_ope_episodes(dataset, validate=validate, holdout=holdout)
+    info = read_info(dataset)  # the spaces are checked before the episodes are read (and Ray started)
     for ckpt in ckpts:
-        for what, want, have in (("observation", ckpt.observation_space, data.info.observation_space),
-                                 ("action", ckpt.action_space, data.info.action_space)):
+        for what, want, have in (("observation", ckpt.observation_space, info.observation_space),
+                                 ("action", ckpt.action_space, info.action_space)):
             if (problem := space_mismatch(want, have, f"{what} space")) is not None:
                 raise ValueError(f"{ckpt.path} does not fit {dataset}: {problem.replace('the env has', 'the dataset has')}")
         if len(ckpt.module_ids) > 1:
             raise ValueError(f"{ckpt.path}: holds {len(ckpt.module_ids)} modules; OPE evaluates single-agent policies")
+    data = load_ope_episodes(dataset, validate=validate, holdout=holdout)
+    rewards = np.asarray(data.rewards, dtype=np.float64)
+    value_range = (min(float(rewards.min()), 0.0) / (1 - config.gamma) if rewards.size else 0.0,
+                   max(float(rewards.max()), 0.0) / (1 - config.gamma) if rewards.size else 0.0)
     results = []
-    for ckpt in ckpts:
+    for i, ckpt in enumerate(ckpts, 1):
+        t0 = time.perf_counter()
+        log.info(f"checkpoint {i}/{len(ckpts)} {ckpt.path}: {', '.join(config.methods)} on {data.num_episodes} "
+                 "episodes ...")
         rows = evaluate_policy_offline(ckpt.build_module(inference_only=True), ckpt.env_to_module(), data, config)
+        for row in rows:
+            if not row.get("skipped"):
+                row["flags"] = flags(row, value_range, config.gamma)
+        log.info(f"checkpoint {i}/{len(ckpts)} done in {time.perf_counter() - t0:.1f} s")
         results.append({"checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm, "methods": rows})
     return {"dataset": str(dataset), "env_id": data.info.env_id, "episodes": data.num_episodes,
-            "steps": int(data.episode_lengths.sum()), "gamma": config.gamma, "confidence": config.confidence,
+            "steps": int(data.episode_lengths.sum()), "gamma": config.gamma, "value_range": list(value_range), "confidence": config.confidence,
             "num_resamples": config.num_resamples, "results": results}
