@@ -10,6 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from offlinerl.episodes.fingerprint import is_fingerprint
 from offlinerl.episodes.schema import FORMAT_VERSION
 from offlinerl.episodes.spaces import space_from_json, space_to_json
 from offlinerl.config_io import NestingError, plain_json
@@ -53,6 +54,11 @@ class DatasetInfo:
     """Longest chunk the writer allowed; longer episodes were split."""
     provenance: dict[str, Any] = field(default_factory=dict)
     """Where the data came from: converter or collector, sources, counts, notes."""
+    fingerprint: str | None = None
+    """Content fingerprint of the rows (``offlinerl.episodes.fingerprint``: stable across re-writes and file
+    splits, changed by any value); None: not recorded (datasets written before it)."""
+    lineage: list[dict[str, Any]] = field(default_factory=list)
+    """The steps that made the dataset, oldest first: operation, parameters, parent fingerprints, tool."""
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     """UTC creation time, ISO 8601."""
     format_version: int = FORMAT_VERSION
@@ -80,6 +86,8 @@ class DatasetInfo:
             "max_steps_per_row": self.max_steps_per_row,
             "extra_columns": self.extra_columns,
             "provenance": self.provenance,
+            "fingerprint": self.fingerprint,
+            "lineage": self.lineage,
         }
 
     @classmethod
@@ -108,7 +116,15 @@ class DatasetInfo:
         module_ids = data.get("module_ids")
         if module_ids is not None and not (isinstance(module_ids, list) and all(isinstance(m, str) for m in module_ids)):
             raise DatasetInfoError(f"{source}: module_ids must be a list of strings (or null), got {module_ids!r}")
+        fingerprint = data.get("fingerprint")
+        if fingerprint is not None and not is_fingerprint(fingerprint):
+            raise DatasetInfoError(f"{source}: fingerprint must be 64 hex digits (or null), got {fingerprint!r}")
+        lineage = data.get("lineage") or []
+        if not (isinstance(lineage, list) and all(isinstance(e, dict) for e in lineage)):
+            raise DatasetInfoError(f"{source}: lineage must be a list of objects, got {type(lineage).__name__}")
         return cls(
+            fingerprint=fingerprint,
+            lineage=[dict(e) for e in lineage],
             observation_space=obs_space,
             action_space=act_space,
             module_ids=None if module_ids is None else sorted(module_ids),

@@ -16,8 +16,10 @@ import pyarrow.parquet as pq
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import OutputExistsError, atomic_directory
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, infer_extra_columns, table_to_episodes
+from offlinerl.episodes.fingerprint import combine, files_fingerprint, lineage_entry, table_digests
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.parquet_size import ParquetTooLargeError, check_parquet_size
+from offlinerl.episodes.spaces import space_to_json
 
 __all__ = [
     "atomic_directory",
@@ -57,10 +59,16 @@ def write_dataset(
     max_steps_per_row: int = DEFAULT_MAX_STEPS_PER_ROW,
     rows_per_file: int = DEFAULT_ROWS_PER_FILE,
     provenance: Mapping[str, Any] | None = None,
+    lineage: Sequence[Mapping[str, Any]] | None = None,
     overwrite: bool = False,
     inputs: Sequence[str | Path] = (),
 ) -> DatasetInfo:
     """Write episodes (an iterable, streamed) or a Ray Dataset of episode rows.
+
+    ``dataset.json`` records the rows' content fingerprint (``offlinerl.episodes.fingerprint``; hashed while
+    episodes are written, or by one Ray Data pass over the files a Ray Dataset wrote) and ``lineage``, whose
+    last entry's ``fingerprint`` is filled in; without ``lineage``, one entry naming the ``converter`` or
+    ``collector`` of ``provenance`` (no parents).
 
     Episodes longer than ``max_steps_per_row`` are split into chunks. Files are
     written to a temporary directory next to ``path`` and renamed into place;
@@ -71,16 +79,28 @@ def write_dataset(
     if max_steps_per_row < 1:
         raise ValueError(f"max_steps_per_row must be >= 1, got {max_steps_per_row}")
     with atomic_directory(path, overwrite=overwrite, kind="dataset", inputs=inputs) as tmp:
+        parts: list[tuple[int, int]] | None = []
         if _is_ray_dataset(source):
             counts, extra = _write_ray_dataset(source, tmp, extra_columns)
+            parts = None  # hashed from the files Ray wrote
             if not parquet_files(tmp):  # Ray writes no file for no rows: one empty file, as below
-                counts, extra = _write_episodes(iter(()), tmp, observation_space, action_space, extra, rows_per_file)
+                parts = []
+                counts, extra = _write_episodes(iter(()), tmp, observation_space, action_space, extra,
+                                                rows_per_file, parts)
         else:
             counts, extra = _write_episodes(
                 _chunked(source, max_steps_per_row), tmp, observation_space, action_space,
-                extra_columns, rows_per_file,
+                extra_columns, rows_per_file, parts,
             )
+        spaces = {"observation_space": space_to_json(observation_space), "action_space": space_to_json(action_space),
+                  "extra_columns": extra}
+        fingerprint = (files_fingerprint(parquet_files(tmp), **spaces) if parts is None
+                       else combine(parts, **spaces))
+        steps = [dict(e) for e in lineage] if lineage else [lineage_entry(_maker(provenance))]
+        steps[-1]["fingerprint"] = fingerprint
         info = DatasetInfo(
+            fingerprint=fingerprint,
+            lineage=steps,
             observation_space=observation_space,
             action_space=action_space,
             env_id=env_id,
@@ -98,7 +118,13 @@ def _is_ray_dataset(obj: Any) -> bool:
     return type(obj).__module__.startswith("ray.data") and hasattr(obj, "write_parquet")
 
 
-def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, rows_per_file):
+def _maker(provenance: Mapping[str, Any] | None) -> str:
+    """The operation a lineage root names: the provenance's converter or collector."""
+    made_by = (provenance or {}).get("converter") or (provenance or {}).get("collector") or "write_dataset"
+    return str(made_by)
+
+
+def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, rows_per_file, parts):
     episode_ids: set[tuple[str, str | None]] = set()
     modules: set[str] = set()
     rows = steps = 0
@@ -112,6 +138,7 @@ def _write_episodes(episodes, directory, obs_space, act_space, extra_columns, ro
             extra = infer_extra_columns(buffer)
         table = episodes_to_table(buffer, obs_space, act_space, extra)
         pq.write_table(table, directory / f"part-{files:05d}.parquet")
+        parts.append(table_digests(table))
         files += 1
         buffer.clear()
 

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, atomic_file, check_output_file
 from offlinerl.episodes.checks import leaf_values
+from offlinerl.episodes.fingerprint import format_lineage
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
@@ -221,6 +222,8 @@ def dataset_stats(path: str | Path) -> dict[str, Any]:
         "length_histogram": _histogram(lengths, integer=True),
         "actions": _leaf_summary(info.action_space, act_acc),
         "observations": _leaf_summary(info.observation_space, obs_acc),
+        "fingerprint": info.fingerprint,
+        "lineage": info.lineage,
     }
 
 
@@ -267,6 +270,8 @@ def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
         lines.append(f"  {name:<8} mean {_g(d['mean'])} ± {_g(d['std'])}   {cells}")
     lines += _format_leaves("actions", stats["actions"], max_dims)
     lines += _format_leaves("observations (obs[:T] of every row)", stats["observations"], max_dims)
+    lines.append(f"fingerprint {stats.get('fingerprint') or 'not recorded (written before fingerprints)'}")
+    lines.append(format_lineage(stats.get("lineage") or []))
     return "\n".join(lines)
 
 

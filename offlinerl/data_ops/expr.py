@@ -1,0 +1,171 @@
+"""Episode and step predicates written by users (``--where``, ``--terminal-when``), parsed safely.
+
+The text is parsed with :func:`ast.parse` and only a small grammar is accepted: numbers, strings,
+``True``/``False``, names from the caller's list, comparisons (``< <= > >= == !=``), ``and``/``or``/``not``,
+``+ - * /``, unary minus, ``abs(x)``, aggregate calls ``mean(c) sum(c) min(c) max(c) first(c) last(c)`` over a
+per-step column ``c``, and indexing by a constant integer (``next_obs[0]``). Nothing is ever evaluated by
+Python: :func:`evaluate` walks the checked tree over numpy arrays (one value per episode or per step).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import keyword
+import operator
+import tokenize
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["AGGREGATES", "Expression", "ExpressionError", "parse"]
+
+#: Longest expression accepted, and most syntax nodes in it.
+MAX_CHARS = 1000
+MAX_NODES = 200
+#: Aggregates of a per-step column over an episode.
+AGGREGATES = ("mean", "sum", "min", "max", "first", "last")
+
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+
+
+class ExpressionError(ValueError):
+    """An expression that is not in the accepted grammar, or names something unknown."""
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A checked expression: its text, tree, the plain names and the ``(aggregate, column)`` calls it uses."""
+
+    text: str
+    tree: ast.Expression
+    names: frozenset[str]
+    aggregates: frozenset[tuple[str, str]]
+
+    def evaluate(self, values: Mapping[str, Any]) -> np.ndarray:
+        """The value over ``values`` (names, and ``"agg(col)"`` for aggregates, to arrays of one length)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(_eval(self.tree.body, values))
+
+
+def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what: str = "--where") -> Expression:
+    """Check ``text`` against the grammar; ``names`` may appear bare, ``columns`` inside aggregates.
+    Raises :class:`ExpressionError` (one line starting with ``what``)."""
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(f"{what}: longer than {MAX_CHARS} characters")
+    try:
+        tree = ast.parse(_keywords_as_names(text.strip(), names), mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionError(f"{what}: not an expression ({exc.msg} at column {exc.offset}): {text!r}") from None
+    nodes = list(ast.walk(tree))
+    if len(nodes) > MAX_NODES:
+        raise ExpressionError(f"{what}: more than {MAX_NODES} parts; write a shorter expression")
+    used: set[str] = set()
+    aggs: set[tuple[str, str]] = set()
+    known = ", ".join(sorted(names))
+
+    def bad(node: ast.AST, why: str) -> ExpressionError:
+        return ExpressionError(f"{what}: {why} (at column {getattr(node, 'col_offset', 0) + 1} of {text!r})")
+
+    def check(node: ast.AST) -> None:
+        if isinstance(node, ast.Constant):
+            if not isinstance(node.value, (int, float, str, bool)):
+                raise bad(node, f"constant {node.value!r} is not allowed")
+        elif isinstance(node, ast.Name):
+            node.id = node.id[len(_KEYWORD):] if node.id.startswith(_KEYWORD) else node.id
+            if node.id not in names:
+                raise bad(node, f"unknown name {node.id!r} (known: {known})")
+            used.add(node.id)
+        elif isinstance(node, ast.BoolOp):
+            for v in node.values:
+                check(v)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
+            check(node.operand)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            check(node.left)
+            check(node.right)
+        elif isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            for v in [node.left, *node.comparators]:
+                check(v)
+        elif isinstance(node, ast.Subscript):
+            index = node.slice
+            if not (isinstance(index, ast.Constant) and isinstance(index.value, int)
+                    and not isinstance(index.value, bool) and isinstance(node.value, ast.Name)):
+                raise bad(node, "only a name indexed by a constant integer, e.g. next_obs[0], is allowed")
+            check(node.value)
+        elif isinstance(node, ast.Call):
+            fn = node.func.id if isinstance(node.func, ast.Name) else None
+            if fn == "abs" and len(node.args) == 1 and not node.keywords:
+                check(node.args[0])
+                return
+            if fn not in AGGREGATES or len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Name):
+                raise bad(node, f"only abs(x) and {', '.join(a + '(column)' for a in AGGREGATES)} may be called")
+            col = node.args[0].id
+            if col not in columns:
+                raise bad(node, f"unknown column {col!r} (per-step columns: {', '.join(columns) or 'none'})")
+            aggs.add((fn, col))
+        else:
+            raise bad(node, f"{type(node).__name__} is not allowed")
+
+    check(tree.body)
+    return Expression(text=text, tree=tree, names=frozenset(used), aggregates=frozenset(aggs))
+
+
+_KEYWORD = "__kw_"
+
+
+def _keywords_as_names(text: str, names: Sequence[str]) -> str:
+    """``text`` with the Python keywords among ``names`` (``return``) spelt so :func:`ast.parse` reads them as names."""
+    words = {n for n in names if keyword.iskeyword(n)}
+    if not words:
+        return text
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text  # ast.parse names the problem
+    out = [(t.type, _KEYWORD + t.string if t.type == tokenize.NAME and t.string in words else t.string)
+           for t in tokens]
+    return tokenize.untokenize(out).strip()
+
+
+def _eval(node: ast.AST, values: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.BoolOp):
+        parts = [np.asarray(_eval(v, values), dtype=bool) for v in node.values]
+        combine: Callable = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+        out = parts[0]
+        for p in parts[1:]:
+            out = combine(out, p)
+        return out
+    if isinstance(node, ast.UnaryOp):
+        x = _eval(node.operand, values)
+        return np.logical_not(x) if isinstance(node.op, ast.Not) else -np.asarray(x)
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](np.asarray(_eval(node.left, values)), np.asarray(_eval(node.right, values)))
+    if isinstance(node, ast.Compare):
+        left = np.asarray(_eval(node.left, values))
+        out = None
+        for op, right in zip(node.ops, node.comparators):
+            r = np.asarray(_eval(right, values))
+            part = _COMPARE[type(op)](left, r)
+            out = part if out is None else np.logical_and(out, part)
+            left = r
+        return out
+    if isinstance(node, ast.Subscript):
+        arr = np.asarray(values[node.value.id])
+        i = node.slice.value
+        if arr.ndim < 2 or not -arr.shape[1] <= i < arr.shape[1]:
+            width = arr.shape[1] if arr.ndim >= 2 else 1
+            raise ExpressionError(f"{node.value.id}[{i}]: index out of range (it has {width} dimension(s))")
+        return arr[:, i]
+    if isinstance(node, ast.Call):
+        if node.func.id == "abs":
+            return np.abs(np.asarray(_eval(node.args[0], values)))
+        return values[f"{node.func.id}({node.args[0].id})"]
+    raise ExpressionError(f"cannot evaluate {type(node).__name__}")  # parse() lets nothing else through
