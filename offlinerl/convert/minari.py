@@ -29,7 +29,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -44,6 +44,7 @@ from offlinerl.episodes.arrow import batch_map
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, table_to_episodes
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
+from offlinerl.progress import progress_bar
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW, parquet_files, write_dataset
 from offlinerl.config_io import plain_json
 from offlinerl.episodes.spaces import SpaceError, space_to_json
@@ -52,6 +53,7 @@ __all__ = ["MinariError", "open_minari", "import_minari", "export_minari", "epis
            "DATA_FORMATS", "CONVERTER"]
 
 DATA_FORMATS = ("hdf5", "arrow", "parquet")
+T = TypeVar("T")
 INFOS = "infos"
 EPISODES_PER_TASK = 64
 #: Groups may nest this deep below an episode's HDF5 group (Dict/Tuple observations, nested infos).
@@ -445,7 +447,6 @@ def export_minari(
     ``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``), written in a temporary directory and renamed.
     """
     from minari import __version__ as minari_version
-    from tqdm import tqdm
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.dataset.minari_storage import MinariStorage
     from minari.storage.datasets_root_dir import get_dataset_path
@@ -474,11 +475,19 @@ def export_minari(
             "description": description or f"Exported by offlinerl from {Path(path).resolve()}",
             "algorithm_name": str(info.provenance.get("converter") or info.provenance.get("collector") or "offlinerl"),
         })
-        episodes = tqdm(iter_episodes(path, info), total=info.num_episodes, unit="episode",
-                        desc=f"export {dataset_id}", disable=not progress)
-        storage.update_episodes(_minari_buffer(ep, i) for i, ep in enumerate(episodes))
+        with progress_bar(total=info.num_episodes, unit="episode", desc=f"export {dataset_id}",
+                          enabled=progress) as bar:
+            storage.update_episodes(_minari_buffer(ep, i) for i, ep in enumerate(_counted(iter_episodes(path, info),
+                                                                                        bar)))
     return target
 
+
+
+def _counted(items: Iterable[T], bar: Any) -> Iterator[T]:
+    """``items``, one ``bar.update`` each."""
+    for item in items:
+        yield item
+        bar.update(1)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:

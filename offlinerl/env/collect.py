@@ -14,6 +14,7 @@ from offlinerl.env.env_runner import ConnectorsFactory, PolicyFactory, random_po
 from offlinerl.env.env_runner_group import EnvRunnerGroup
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.io import load_episodes, write_dataset
+from offlinerl.progress import progress_bar
 from offlinerl.trusted import env_spec_of
 
 __all__ = ["CollectConfig", "collect", "check_collected_dataset", "env_spec_json"]
@@ -118,7 +119,7 @@ def collect(
     )
     per_round = config.episodes_per_round or 4 * config.num_envs * max(config.num_env_runners, 1)
     started = time.time()
-    bar = _progress(config.num_episodes, progress)
+    bar = progress_bar(total=config.num_episodes, desc="collect", unit="ep", enabled=progress)
     returns: list[float] = []
     lengths: list[int] = []
     provenance = {
@@ -186,20 +187,3 @@ def check_collected_dataset(path: str | Path, num_episodes: int) -> None:
             raise RuntimeError(f"{path}: episode {ep.id!r} was written without an end flag")
     if len(episodes) != num_episodes:
         raise RuntimeError(f"{path}: expected {num_episodes} episodes, found {len(episodes)}")
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress(total: int, enabled: bool) -> Any:
-    if not enabled:
-        return _NoBar()
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="ep", desc="collect")
-

@@ -28,6 +28,7 @@ from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.guards import NonFiniteLossError, check_losses
 from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.jobs.spec import StopConfig
+from offlinerl.progress import progress_bar
 
 __all__ = ["Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
 
@@ -56,7 +57,7 @@ class Trainable(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Progress:
-    """The job's progress bar (tqdm, on stderr)."""
+    """The job's progress bar on stderr (``offlinerl.progress``: tqdm on a terminal, plain lines otherwise)."""
 
     desc: str
     """Text before the bar."""
@@ -188,10 +189,10 @@ def run_job(
 def _progress_bar(progress: Progress | None, trainable: Trainable) -> Any:
     if progress is None:
         return None
-    from tqdm import tqdm
-
     initial = trainable.num_updates if progress.unit == "upd" else trainable.iteration
-    return tqdm(total=progress.total, initial=initial, unit=progress.unit, dynamic_ncols=True, desc=progress.desc)
+    # tqdm on a terminal; plain lines every 30 s in a log (no carriage-return frames); none under --quiet
+    return progress_bar(total=progress.total, initial=initial, unit=progress.unit, desc=progress.desc,
+                        dynamic_ncols=True)
 
 
 def _postfix(metrics: Mapping[str, Any], last_eval: Mapping[str, float], most: int = 3) -> dict[str, str]:
