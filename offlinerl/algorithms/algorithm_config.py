@@ -19,6 +19,7 @@ from offlinerl.data.config import DataConfig
 if TYPE_CHECKING:
     import gymnasium as gym
 
+    from offlinerl.api.trainer import Trainer
     from offlinerl.connectors import ConnectorV2
 
 __all__ = ["AlgorithmConfig", "ModelConfig", "EvaluationConfig", "ConfigError"]
@@ -159,3 +160,18 @@ class AlgorithmConfig:
 
     def replace(self, **changes: Any) -> "AlgorithmConfig":
         return dataclasses.replace(self, **changes)
+
+    # -- the Python API ---------------------------------------------------------------------------
+    def build(self, dataset: str | Path, *, algorithm: str | None = None, **options: Any) -> "Trainer":
+        """This config's algorithm on the episode dataset ``dataset``, ready to ``fit``, ``evaluate`` and ``predict``
+        (``offlinerl.api.Trainer``; ``options``: its keywords, e.g. ``address``, ``validate_data``). ``algorithm``:
+        the registered name, found from the config class when not given."""
+        from offlinerl.algorithms.registry import algorithm_of_config
+        from offlinerl.api.trainer import Trainer  # the Python API's one entry from below (tests/test_layers.py)
+
+        if algorithm is None:
+            try:
+                algorithm = algorithm_of_config(type(self))
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+        return Trainer(algorithm, self, dataset, **options)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import NamedTuple
 
-__all__ = ["AlgorithmSpec", "register_algorithm", "get_algorithm", "algorithm_names"]
+__all__ = ["AlgorithmSpec", "register_algorithm", "get_algorithm", "algorithm_names", "algorithm_of_config"]
 
 #: Packages imported on demand to find an algorithm by name.
 KNOWN_PACKAGES = {
@@ -57,3 +57,14 @@ def algorithm_names() -> list[str]:
             except ModuleNotFoundError:
                 pass
     return sorted(_REGISTRY)
+
+
+def algorithm_of_config(config_cls: type) -> str:
+    """The registered name whose config class is exactly ``config_cls`` (``CQLConfig`` -> ``"cql"``); ``KeyError``
+    if none or several are."""
+    names = [name for name in algorithm_names() if _REGISTRY[name].config_cls is config_cls]
+    if len(names) != 1:
+        what = "no registered algorithm uses" if not names else f"the algorithms {names} all use"
+        raise KeyError(f"{what} {config_cls.__name__}; register it with register_algorithm, or name the algorithm "
+                       "(build(dataset, algorithm=...))")
+    return names[0]

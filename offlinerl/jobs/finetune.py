@@ -158,6 +158,8 @@ def run_finetune(
             checkpoint_interval=spec.checkpoint_interval, checkpoint_keep=spec.checkpoint_keep,
             resumed=resume_from is not None, last_good=resume_from or spec.checkpoint,
             first_records=first_records, resume_command=f"offlinerl finetune --resume {run}", log=log,
+            logging=spec.logging, hparams={"algorithm": algo.name, "checkpoint": spec.checkpoint,
+                                           "config": algo.config.to_dict(), "online": to_dict(spec.online)},
         )
     finally:
         algo.stop()

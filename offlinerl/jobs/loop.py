@@ -3,14 +3,15 @@ run ``run_job`` over a :class:`Trainable` (an ``Algorithm``, offline or online).
 
 Every iteration::
 
-    trainable.train() -> metrics.jsonl + tensorboard/ -> progress bar -> non-finite loss check
+    trainable.train() -> metrics.jsonl + trackers -> progress bar -> non-finite loss check
                       -> periodic checkpoint (pruned to checkpoint_keep) -> stop conditions
 
 then the final checkpoint, and a final evaluation unless the last iteration
 evaluated (the weights are written first, so a failing env loses nothing; the
 evaluation is written into that checkpoint afterwards). ``run_job`` owns
-``metrics.jsonl``, ``tensorboard/`` and ``checkpoints/`` of the run directory;
-the caller writes ``config.yaml`` and, with :func:`write_result`, ``result.json``.
+``metrics.jsonl``, ``tensorboard/``, the tracking sinks (``offlinerl.jobs.tracking``: W&B,
+MLflow; every record of ``metrics.jsonl`` goes to each) and ``checkpoints/`` of the run
+directory; the caller writes ``config.yaml`` and, with :func:`write_result`, ``result.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.guards import NonFiniteLossError, check_losses
 from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.jobs.spec import StopConfig
+from offlinerl.jobs.tracking import LoggingConfig, Trackers, open_trackers
 from offlinerl.progress import progress_bar
 
 __all__ = ["Trainable", "Progress", "JobOutcome", "run_job", "should_stop", "write_result"]
@@ -117,6 +119,8 @@ def run_job(
     first_records: Sequence[Mapping[str, Any]] = (),
     resume_command: str | None = None,
     log: Callable[[str], None] = print,
+    logging: LoggingConfig = LoggingConfig(),
+    hparams: Mapping[str, Any] | None = None,
 ) -> JobOutcome:
     """Train ``trainable`` in ``run`` until a stop condition, then checkpoint and evaluate it.
 
@@ -126,20 +130,25 @@ def run_job(
     far, named by ``NonFiniteLossError``. ``first_records``: written to ``metrics.jsonl`` before the first
     iteration (e.g. fine-tuning's evaluation of the loaded checkpoint). ``resume_command``: if set, a job that
     fails after its first update saves its state and logs this command to continue it. ``t_start``: when the
-    job started (``time.time()``; ``time/total_s`` and ``first_update_s`` count from it).
+    job started (``time.time()``; ``time/total_s`` and ``first_update_s`` count from it). ``logging``: the
+    sinks besides ``metrics.jsonl`` (TensorBoard by default), each given ``hparams`` (the job's settings) once.
     """
-    from torch.utils.tensorboard import SummaryWriter
-
     if resumed:  # what a resumed job writes and deletes must lie inside ``run`` (read_run checks it too)
         resolve_resumed(run)
-    metrics = MetricsLog(run / "metrics.jsonl", resume_at_iteration=trainable.iteration if resumed else None)
+    trackers = open_trackers(logging, run, hparams or {}, resumed=resumed)
+    try:
+        log_file = MetricsLog(run / "metrics.jsonl", resume_at_iteration=trainable.iteration if resumed else None)
+    except BaseException:
+        trackers.close("FAILED")
+        raise
+    metrics = _Tracked(log_file, trackers)
     for record in first_records:
         metrics.append(dict(record))
-    writer = SummaryWriter(str(run / "tensorboard"))
     bar = _progress_bar(progress, trainable)
     train_s = sum(float(h.get(M.ITERATION_S) or 0.0) for h in metrics.history)
     first_update_s = None
     ckpt = None
+    status = "FAILED"
     try:
         last = metrics.history[-1] if metrics.history else {}
         while not (resumed and should_stop(stop, trainable, last, train_s)):
@@ -152,10 +161,6 @@ def run_job(
                 first_update_s = now if first_at is None else first_at - t_start
             last[M.TOTAL_S] = now
             metrics.append(last)
-            step = int(last[M.UPDATES])
-            for key, value in last.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    writer.add_scalar(key, value, step)
             if bar is not None:
                 done = trainable.num_updates - updates_before if progress.unit == "upd" else trainable.iteration - iteration_before
                 bar.update(done)
@@ -174,16 +179,36 @@ def run_job(
             metrics.append({M.ITERATION: float(trainable.iteration), M.UPDATES: float(trainable.num_updates),
                             **final})
             trainable.save_checkpoint(ckpt, overwrite=True)  # now with the evaluation in algorithm.json
+        status = "FINISHED"
     except BaseException as exc:
+        status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
         if resume_command and ckpt is None and trainable.num_updates and not isinstance(exc, NonFiniteLossError):
             _save_on_failure(trainable, run, exc, resume_command, log)
         raise
     finally:
         if bar is not None:
             bar.close()
-        writer.close()
         metrics.close()
+        trackers.close(status)
     return JobOutcome(checkpoint=ckpt, history=metrics.history, train_s=train_s, first_update_s=first_update_s)
+
+
+class _Tracked:
+    """``metrics.jsonl`` whose every appended record also goes to the trackers."""
+
+    def __init__(self, file: MetricsLog, trackers: Trackers) -> None:
+        self.file, self.trackers = file, trackers
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.file.history
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.file.append(record)
+        self.trackers.log(record)
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def _progress_bar(progress: Progress | None, trainable: Trainable) -> Any:

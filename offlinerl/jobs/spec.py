@@ -34,6 +34,7 @@ from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.config_io import ConfigError, from_dict
 from offlinerl.jobs.run_dir import read_run
 from offlinerl.jobs.selection import check_selection
+from offlinerl.jobs.tracking import LoggingConfig
 from offlinerl.training.online_config import OnlineConfig
 from offlinerl.trusted import load_config_file
 
@@ -83,6 +84,8 @@ class JobSpec:
     """Also checkpoint every this many iterations (0 = only the final checkpoint)."""
     checkpoint_keep: int = 0
     """Keep only the newest this many periodic checkpoints (0 = keep all; ``final`` is always kept)."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Where metrics go besides ``metrics.jsonl``: TensorBoard, W&B, MLflow (``offlinerl.jobs.tracking``)."""
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "checkpoint_keep"):
@@ -153,6 +156,8 @@ class FinetuneSpec:
     record: str | None = None
     """Write the online episodes to this new episode dataset (``--record``); None = ``<run>/online-episodes`` if
     ``online.save_online_episodes``."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Where metrics go besides ``metrics.jsonl``: TensorBoard, W&B, MLflow (``offlinerl.jobs.tracking``)."""
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "checkpoint_keep"):

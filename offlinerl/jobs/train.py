@@ -2,8 +2,8 @@
 a run directory.
 
 ``run_train`` writes ``<output>/<name>-<UTC time>/`` (or exactly ``--output``):
-``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/``,
-``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``ray_nodes``: where the
+``config.yaml`` (resolved), ``metrics.jsonl``, ``tensorboard/`` (and the W&B / MLflow runs of the spec's
+``logging:`` block, ``offlinerl.jobs.tracking``), ``checkpoints/``, ``learning_curve.png`` and ``result.json`` (with ``ray_nodes``: where the
 learners and the validation tasks ran; and ``selection`` when
 ``config.evaluation.ope`` selects a checkpoint by OPE on ``config.data.holdout``:
 ``offlinerl.jobs.selection``). The training loop
@@ -90,6 +90,7 @@ def run_train(
     log: Callable[[str], None] = print,
     skip_validation: bool = False,
     started_at: float | None = None,
+    algorithm: Algorithm | None = None,
 ) -> dict[str, Any]:
     """Validate the dataset (unless ``skip_validation``: for data already validated), then train until a stop
     condition, evaluate, checkpoint; return (and write) ``result.json``.
@@ -97,20 +98,27 @@ def run_train(
     ``resume_from`` (a checkpoint inside ``run_dir``) continues a stopped or killed
     job: state, counters and ``metrics.jsonl`` up to that checkpoint are kept, and
     the rest runs as the uninterrupted job would have. ``started_at`` (``time.time()``, default: now): when
-    the job started, e.g. the command (``first_update_s`` counts from it). Raises ``InvalidDatasetError``
-    (before the run directory exists) and ``NonFiniteLossError``.
+    the job started, e.g. the command (``first_update_s`` counts from it). ``algorithm``: an ``Algorithm``
+    already built on ``spec.dataset`` with ``config`` (the Python API's ``fit``): it is trained from where it
+    stands instead of a new one, without validating the data again, and left running afterwards. Raises
+    ``InvalidDatasetError`` (before the run directory exists) and ``NonFiniteLossError``.
     """
+    if algorithm is not None and resume_from is not None:
+        raise ValueError("run_train: resume_from continues a run directory; it takes no algorithm")
     from offlinerl.ray_utils import init_ray
 
     t_start = time.time() if started_at is None else started_at
     init_ray(address)
-    validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset)
+    if algorithm is not None:
+        validation = None
+    else:
+        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset)
     if validation is not None and validation.cached:
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
         config={**to_dict(spec), "config": config.to_dict()},  # written first: it names the job being built
-        start=lambda: Algorithm(spec.algorithm, config, spec.dataset, validate_data=False),
+        start=lambda: algorithm or Algorithm(spec.algorithm, config, spec.dataset, validate_data=False),
         resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, validate_data=False))
     if resume_from is not None:
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
@@ -128,9 +136,12 @@ def run_train(
             checkpoint_interval=spec.checkpoint_interval, checkpoint_keep=spec.checkpoint_keep,
             resumed=resume_from is not None, last_good=resume_from,
             resume_command=f"offlinerl train --resume {run}", log=log,
+            logging=spec.logging, hparams={"algorithm": spec.algorithm, "dataset": spec.dataset,
+                                           "config": config.to_dict()},
         )
     finally:
-        algo.stop()
+        if algorithm is None:
+            algo.stop()
     _plot(job.history, run / "learning_curve.png", f"{spec.algorithm} on {Path(spec.dataset).name}")
     final_return = algo.last_eval.get(M.EVAL_RETURN_MEAN)
     result = {

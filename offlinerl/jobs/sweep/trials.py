@@ -29,7 +29,8 @@ _METRIC_POLL_S = 1.0
 # -- one trial (runs inside a Ray Tune worker) ------------------------------------------------------------------
 
 def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
-    """``offlinerl train`` for a fresh trial, ``train --resume`` for one with a checkpoint."""
+    """``offlinerl train`` for a fresh trial, ``train --resume`` for one with a checkpoint (whose config.yaml
+    holds its tracking group already); a fresh trial's W&B / MLflow runs are grouped by ``spec["group"]``."""
     from offlinerl.jobs.run_dir import latest_checkpoint
 
     base = [sys.executable, "-m", "offlinerl", "train", "--no-progress"]
@@ -38,6 +39,8 @@ def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
     if run.exists():  # started but stopped before its first checkpoint: ours (inside trials/), start again
         shutil.rmtree(run)
     sets = [a for o in spec["overrides"] for a in ("--set", o)]
+    if spec.get("group"):
+        sets += ["--set", f"logging.group={json.dumps(spec['group'])}"]
     return [*base, spec["job"], "-o", str(run), "--skip-validation", *sets]
 
 
@@ -214,8 +217,11 @@ def run_sweep(
         # The env packages this process trusts (its --env-package, environment and settings file; never sweep.json)
         # go to the trials explicitly: Ray's workers may have started before the allow-list was set.
         packages = sorted(allowed_env_packages())
+        # Every trial logs where its job file says (its logging: block), grouped by the sweep: the job file's
+        # logging.group, else the sweep directory's name (W&B group, MLflow tag offlinerl.group).
         params = [{"name": t.name, "overrides": t.overrides, "job": spec.job, "workdir": spec.workdir,
-                   "run_dir": str((root / TRIALS / t.name).resolve()), "env_packages": packages} for t in pending]
+                   "run_dir": str((root / TRIALS / t.name).resolve()), "env_packages": packages,
+                   "group": configs[t.name][0].logging.group or root.resolve().name} for t in pending]
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
