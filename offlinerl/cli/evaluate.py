@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from offlinerl.core import metrics as M
     from offlinerl.evaluation.evaluate import evaluate_checkpoint
 
     if args.episodes is not None and args.episodes < 1:
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         task = f" ({', '.join(f'{k}=...' if isinstance(v, (list, dict)) else f'{k}={v}' for k, v in sorted(r['env_kwargs'].items()))})" \
             if r["env_kwargs"] else ""
-        print(f"{r['algorithm']} policy in {r['env']}{task}: return {r['eval/return_mean']:.1f} ± {r['eval/return_std']:.1f} "
-              f"over {int(r['eval/episodes'])} episodes (mean length {r['eval/length_mean']:.1f})")
+        print(f"{r['algorithm']} policy in {r['env']}{task}: return {r[M.EVAL_RETURN_MEAN]:.1f} ± "
+              f"{r[M.EVAL_RETURN_STD]:.1f} over {int(r[M.EVAL_EPISODES])} episodes (mean length "
+              f"{r[M.EVAL_LENGTH_MEAN]:.1f})")
     return 0

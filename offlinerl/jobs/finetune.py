@@ -27,7 +27,7 @@ from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
 from offlinerl.jobs.run_dir import open_run
-from offlinerl.jobs.spec import FinetuneSpec
+from offlinerl.jobs.spec import FinetuneSpec, run_config
 from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
 from offlinerl.training.recording import OnlineRecording, close_episodes
@@ -123,7 +123,7 @@ def run_finetune(
     first_records: list[dict[str, Any]] = []
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
-        config=lambda algo: {**to_dict(spec), "algorithm": algo.name, "resolved_config": algo.config.to_dict()},
+        config=lambda algo: run_config(spec, algo.config),  # the resolved config: after the checkpoint is loaded
         start=lambda: start_online(spec),
         resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, online=spec.online,
                                                  validate_data=False))
@@ -147,7 +147,7 @@ def run_finetune(
     try:
         if resume_from is None:
             initial = algo.evaluate()
-            log(f"loaded {spec.checkpoint} ({algo.name}): evaluation return {initial['eval/return_mean']:.2f}"
+            log(f"loaded {spec.checkpoint} ({algo.name}): evaluation return {initial[M.EVAL_RETURN_MEAN]:.2f}"
                 + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
             first_records = [{M.ITERATION: 0.0, M.UPDATES: float(algo.num_updates), M.ENV_STEPS: 0.0,
                               **initial}]

@@ -227,7 +227,7 @@ def _postfix(metrics: Mapping[str, Any], last_eval: Mapping[str, float], most: i
         if M.is_loss(key) and isinstance(value, float) and len(out) < most:
             out.setdefault(key.split(M.LOSSES, 1)[1], f"{value:.3g}")
     if M.UPDATES_PER_S in metrics:
-        out["upd/s"] = f"{metrics['perf/updates_per_s']:.0f}"
+        out["upd/s"] = f"{metrics[M.UPDATES_PER_S]:.0f}"
     if M.ENV_STEPS in metrics:
         out["steps"] = str(int(metrics[M.ENV_STEPS]))
     if last_eval.get(M.EVAL_RETURN_MEAN) is not None:

@@ -19,7 +19,8 @@ online settings (``OnlineConfig``), stop conditions and an output directory::
     output: runs
 
 ``StopConfig`` is both jobs' ``stop:`` block. ``load_*_run`` read a run directory's ``config.yaml`` back to
-resume it (``offlinerl.jobs.run_dir.read_run``: the rules both share).
+resume it (``offlinerl.jobs.run_dir.read_run``: the rules both share); both drivers write it with
+:func:`run_config`, one schema for both jobs.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
-from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.config_io import ConfigError, from_dict
+from offlinerl.algorithms.registry import algorithm_names, get_algorithm
+from offlinerl.config_io import check, from_dict, to_dict
 from offlinerl.jobs.run_dir import read_run
 from offlinerl.jobs.selection import check_selection
 from offlinerl.jobs.tracking import LoggingConfig
@@ -39,7 +40,7 @@ from offlinerl.training.online_config import OnlineConfig
 from offlinerl.trusted import load_config_file
 
 __all__ = ["StopConfig", "JobSpec", "load_job_spec", "load_job_run", "FinetuneSpec", "load_finetune_spec",
-           "load_finetune_run", "RUN_INFO_KEYS"]
+           "load_finetune_run", "run_config"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,12 +57,11 @@ class StopConfig:
     """Stop once an evaluation's mean return reaches this."""
 
     def __post_init__(self) -> None:
-        if all(v is None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)):
-            raise ConfigError("stop: set at least one of iterations, updates, wall_time_s, eval_return")
+        check(any(v is not None for v in (self.iterations, self.updates, self.wall_time_s, self.eval_return)),
+              "stop", "set at least one of iterations, updates, wall_time_s, eval_return")
         for name in ("iterations", "updates"):
             v = getattr(self, name)
-            if v is not None and v < 1:
-                raise ConfigError(f"stop.{name}: must be >= 1, got {v}")
+            check(v is None or v >= 1, f"stop.{name}", f"must be >= 1, got {v}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,17 +89,19 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "checkpoint_keep"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
+            check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+
+
+def _check_algorithm(name: str, where: Path) -> None:
+    """``name`` is a registered algorithm (``where`` names the file in the message)."""
+    names = algorithm_names()
+    check(name in names, f"{where}: algorithm", f"unknown algorithm {name!r}; available: {', '.join(names)}")
 
 
 def _algorithm_config(spec: JobSpec, where: Path) -> AlgorithmConfig:
     """``spec.config`` as the config class of ``spec.algorithm`` (``where`` names the file in messages)."""
-    try:
-        algorithm = get_algorithm(spec.algorithm)
-    except KeyError as exc:
-        raise ConfigError(f"{where}: algorithm: {exc.args[0]}") from None
-    return from_dict(algorithm.config_cls, spec.config, "config")
+    _check_algorithm(spec.algorithm, where)
+    return from_dict(get_algorithm(spec.algorithm).config_cls, spec.config, "config")
 
 
 def load_job_spec(path: str | Path, overrides: list[str] = ()) -> tuple[JobSpec, AlgorithmConfig]:
@@ -161,8 +163,7 @@ class FinetuneSpec:
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "checkpoint_keep"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name}: must be >= 0, got {getattr(self, name)}")
+            check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
 
 
 def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetuneSpec:
@@ -173,17 +174,22 @@ def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: 
     if checkpoint is not None:
         data["checkpoint"] = checkpoint
     spec = from_dict(FinetuneSpec, data)
-    if not spec.checkpoint:
-        raise ConfigError(f"{path}: no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
+    check(bool(spec.checkpoint), str(path), "no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
     return spec
 
 
-#: Keys ``run_finetune`` writes into a run's config.yaml beside the spec's own.
-RUN_INFO_KEYS = ("algorithm", "resolved_config")
+def run_config(spec: JobSpec | FinetuneSpec, config: AlgorithmConfig) -> dict[str, Any]:
+    """A run directory's ``config.yaml``, one schema for ``train`` and ``finetune``: the job spec as its job file
+    says it (after ``--set``), with ``config`` the algorithm config the job runs, in full. It is a job file of its
+    kind itself, and what ``load_job_run`` / ``load_finetune_run`` read back."""
+    return {**to_dict(spec), "config": config.to_dict()}
 
 
 def load_finetune_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[FinetuneSpec, Path]:
     """``(spec, checkpoint)`` to resume the fine-tuning job in ``run_dir`` from its newest checkpoint."""
     data, checkpoint = read_run(run_dir, overrides)
-    spec = from_dict(FinetuneSpec, {k: v for k, v in data.items() if k not in RUN_INFO_KEYS})
+    if "resolved_config" in data:  # a fine-tune run before 2026-12-03 also recorded its algorithm's name and config
+        data = {k: v for k, v in data.items()
+                if k != "resolved_config" and not (k == "algorithm" and data.get("checkpoint"))}
+    spec = from_dict(FinetuneSpec, data)
     return spec, checkpoint

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
-from offlinerl.config_io import to_dict
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
-from offlinerl.jobs.spec import JobSpec
+from offlinerl.jobs.spec import JobSpec, run_config
 from offlinerl.training.algorithm import Algorithm
 
 __all__ = ["run_train", "RUN_FILES"]
@@ -117,7 +116,7 @@ def run_train(
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
-        config={**to_dict(spec), "config": config.to_dict()},  # written first: it names the job being built
+        config=run_config(spec, config),  # written first: it names the job being built
         start=lambda: algorithm or Algorithm(spec.algorithm, config, spec.dataset, validate_data=False),
         resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, validate_data=False))
     if resume_from is not None:

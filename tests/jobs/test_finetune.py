@@ -4,9 +4,11 @@ and collected data going back into offline training."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
+import yaml
 
 from offlinerl.algorithms.bc import BCConfig
 from offlinerl.cli import main
@@ -14,7 +16,7 @@ from offlinerl.env.collect import CollectConfig, collect
 from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info
 from offlinerl.episodes.validate import validate_dataset
 from offlinerl.jobs.finetune import close_episodes
-from offlinerl.jobs.spec import load_finetune_spec
+from offlinerl.jobs.spec import load_finetune_run, load_finetune_spec
 from offlinerl.training.algorithm import Algorithm
 
 
@@ -34,13 +36,13 @@ def bc_checkpoint(tmp_path_factory, ray_session):
 
 
 def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, tmp_path, capsys):
-    pipeline_file = tmp_path / "ft.yaml"
-    pipeline_file.write_text(
+    job_file = tmp_path / "ft.yaml"
+    job_file.write_text(
         "config: {updates_per_iteration: 10}\n"
         "online: {algorithm: marwil, env_steps_per_iteration: 150, num_envs: 2, num_env_runners: 1, online_fraction: 0.5}\n"
         "stop: {iterations: 2}\n"
     )
-    assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+    assert main(["finetune", str(job_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
                  "--no-progress"]) == 0
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert "checkpoint's own" in capsys.readouterr().out
@@ -63,6 +65,10 @@ def test_finetune_hands_over_exactly_and_records_online_episodes(bc_checkpoint, 
     # The fine-tuned checkpoint is an ordinary checkpoint.
     again = Algorithm.from_checkpoint(result["checkpoint"])
     assert again.name == "marwil" and again.num_updates == 20
+    # config.yaml has train's schema: the job spec, with ``config`` the algorithm config it ran, in full.
+    written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert written["config"] == again.config.to_dict() and written["config"]["updates_per_iteration"] == 10
+    assert written["online"]["algorithm"] == "marwil" and "resolved_config" not in written
     again.stop()
 
 
@@ -94,7 +100,7 @@ def test_close_episodes_marks_unfinished_recordings_truncated():
         ("a", 0, False, False), ("b", 0, True, False), ("a", 1, False, True)]
 
 
-def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
+def test_finetune_job_file_needs_a_checkpoint(tmp_path):
     from offlinerl.config_io import ConfigError
 
     path = tmp_path / "p.yaml"
@@ -108,13 +114,13 @@ def test_finetune_pipeline_file_needs_a_checkpoint(tmp_path):
 
 def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_path):
     """Any stop condition ends fine-tuning, as it ends training: here the training time after one iteration."""
-    pipeline_file = tmp_path / "ft.yaml"
-    pipeline_file.write_text(
+    job_file = tmp_path / "ft.yaml"
+    job_file.write_text(
         "config: {updates_per_iteration: 5, evaluation: {interval: 0}}\n"
         "online: {env_steps_per_iteration: 20, save_online_episodes: false}\n"
         "stop: {iterations: 50, wall_time_s: 1.0e-6}\n"
     )
-    assert main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+    assert main(["finetune", str(job_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
                  "--no-progress"]) == 0
     run = tmp_path / "run"
     result = json.loads((run / "result.json").read_text())
@@ -128,15 +134,15 @@ def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_p
 def test_record_writes_the_online_episodes_as_a_dataset_that_validates(bc_checkpoint, tmp_path, capsys):
     """``--record DIR``: a new dataset (validated by ``offlinerl validate``); an existing one is replaced only
     with ``--overwrite``, an input of the job never; both checked before the job starts."""
-    pipeline_file = tmp_path / "ft.yaml"
-    pipeline_file.write_text(
+    job_file = tmp_path / "ft.yaml"
+    job_file.write_text(
         "config: {updates_per_iteration: 5, evaluation: {interval: 0, episodes: 2}}\n"
         "online: {env_steps_per_iteration: 60, num_envs: 2}\n"
         "stop: {iterations: 2}\n"
     )
 
     def finetune(run: str, *extra: str) -> int:
-        return main(["finetune", str(pipeline_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / run),
+        return main(["finetune", str(job_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / run),
                      "--no-progress", *extra])
 
     recorded = tmp_path / "recorded"
@@ -157,6 +163,22 @@ def test_record_writes_the_online_episodes_as_a_dataset_that_validates(bc_checkp
     assert "input" in capsys.readouterr().err and (bc_checkpoint / "algorithm.json").is_file()
     assert finetune("replaced", "--record", str(recorded), "--overwrite") == 0
     assert (recorded / "dataset.json").read_text() != before and validate_dataset(recorded).ok
+
+
+def test_a_finetune_run_directory_of_the_older_layout_still_resumes(bc_checkpoint, tmp_path):
+    """Before 2026-12-03 a fine-tune's config.yaml held the file's overrides under ``config`` and the algorithm's
+    name and resolved config beside them (``algorithm``, ``resolved_config``); --resume reads that layout too."""
+    run = tmp_path / "run"
+    shutil.copytree(bc_checkpoint, run / "checkpoints" / "iter-000001")
+    (run / "config.yaml").write_text(yaml.safe_dump({
+        "checkpoint": str(bc_checkpoint), "dataset": None, "config": {"updates_per_iteration": 10},
+        "online": {"env_steps_per_iteration": 150}, "stop": {"iterations": 2}, "output": "runs", "name": "ft",
+        "checkpoint_interval": 1, "checkpoint_keep": 0, "record": None,
+        "algorithm": "bc", "resolved_config": BCConfig().to_dict()}))
+    spec, checkpoint = load_finetune_run(run, ["stop.iterations=4"])
+    assert checkpoint == run / "checkpoints" / "iter-000001"
+    assert spec.config == {"updates_per_iteration": 10} and spec.online.env_steps_per_iteration == 150
+    assert spec.checkpoint == str(bc_checkpoint) and spec.stop.iterations == 4
 
 
 def test_finetune_resume_refuses_what_would_change_the_job(tmp_path, capsys):

@@ -12,6 +12,7 @@ import torch
 from offlinerl.algorithms.rebrac.losses import actor_loss, critic_loss
 from offlinerl.algorithms.td3bc.learner import TD3BCLearner
 from offlinerl.core import columns as C
+from offlinerl.core import metrics as M
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import RLModule
 
@@ -28,4 +29,4 @@ class ReBRACLearner(TD3BCLearner):
         with torch.no_grad():  # reported, not stepped: every update reports the same metric names
             actor = actor_loss(batch, module, self.config)
         return LossOut(losses=critic.losses,
-                       metrics={**critic.metrics, **actor.metrics, "losses/actor": actor.losses["actor"]})
+                       metrics={**critic.metrics, **actor.metrics, M.loss("actor"): actor.losses["actor"]})

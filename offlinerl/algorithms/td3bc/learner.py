@@ -15,6 +15,7 @@ import torch
 
 from offlinerl.algorithms.td3bc.losses import actor_loss, critic_loss
 from offlinerl.core import columns as C
+from offlinerl.core import metrics as M
 from offlinerl.core.learner import Learner
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, require_api
@@ -41,7 +42,7 @@ class TD3BCLearner(Learner):
         with torch.no_grad():
             actor = actor_loss(batch, module, self.config)
         return LossOut(losses=critic.losses,
-                       metrics={**critic.metrics, **actor.metrics, "losses/actor": actor.losses["actor"]})
+                       metrics={**critic.metrics, **actor.metrics, M.loss("actor"): actor.losses["actor"]})
 
     def after_gradient_based_update(self, timestep: int) -> None:
         if self.updates_actor(timestep - 1):  # ``timestep`` counts the update just made
