@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 
 from offlinerl.cli import STARTED_AT
 from offlinerl.cli.common import add_job_options, overwrite_help
+from offlinerl.cli.summary import finetune_summary
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Start from an offline checkpoint (module, optimizers, connector state) and keep training with "
         "experience gathered by EnvRunners in the real env, mixed with the offline dataset in a replay buffer "
         "(IQL, CQL), or as MARWIL on complete online episodes. Writes a run directory with config.yaml, "
-        "metrics.jsonl, checkpoints (with the replay, so --resume continues exactly), result.json, and the "
+        "metrics.jsonl, checkpoints (with the replay, so --resume continues exactly), learning_curve.png, result.json, and the "
         "online episodes as a dataset (--record DIR, else RUN/online-episodes).",
         epilog="examples:\n  offlinerl finetune jobs/pendulum-iql-finetune.yaml --from runs/iql/checkpoints/final "
         "--record data/pendulum-online\n"
@@ -93,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("offlinerl finetune: interrupted", file=sys.stderr)
         return 130
-    print(json.dumps(result, indent=2))
+    print(finetune_summary(result))
     return 0

@@ -7,6 +7,7 @@ import sys
 
 from offlinerl.cli import STARTED_AT
 from offlinerl.cli.common import add_job_options
+from offlinerl.cli.summary import train_summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,33 +82,5 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - e.g. an env that crashes mid-evaluation: the state is saved above
         print(f"offlinerl train: the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(_summary(result))
+    print(train_summary(result))
     return 0
-
-
-def _summary(r: dict) -> str:
-    lines = [f"{r['algorithm']} on {r['dataset']}: {r['updates']} updates in {r['train_time_s']:.1f} s "
-             f"({r['updates_per_s']:.0f} updates/s)"]
-    if r["final_eval_return"] is None:
-        lines.append("no evaluation (a multi-agent dataset, or no env named by the dataset or evaluation.env)")
-    else:
-        lines.append(f"evaluation in {r['env']} ({r['eval_episodes']} episodes): final return {r['final_eval_return']:.1f} "
-                     f"± {r['final_eval_return_std']:.1f}, best {r['best_eval_return']:.1f}")
-    if "final_eval_normalized_score" in r:
-        lines.append(f"normalised score (0 = random, 100 = best in dataset): final {r['final_eval_normalized_score']:.1f}, "
-                     f"best {r['best_eval_normalized_score']:.1f}")
-    if r.get("selection"):
-        sel = r["selection"]
-        lines.append(f"selected by {sel['method']} on {sel['holdout_episodes']} held-out episodes: {sel['selected']} "
-                     f"(estimate {sel['selected_estimate']:.2f})" if sel["selected"] else
-                     f"selection by {sel['method']}: no checkpoint could be scored")
-    nodes = r.get("ray_nodes") or {}
-    if len(nodes.get("cluster") or []) > 1:  # joined a cluster: say where the work ran
-        learners = nodes["learners"]
-        lines.append(f"Ray cluster of {len(nodes['cluster'])} nodes: {len(learners)} learner(s) on "
-                     f"{len(set(learners))} node(s), validation tasks on {len(nodes['validation'])} "
-                     "(node ids in result.json: ray_nodes)")
-    lines.append(f"run directory: {r['run_dir']}  (checkpoint: {r['checkpoint']})")
-    return "\n".join(lines)
-
-

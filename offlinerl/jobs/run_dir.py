@@ -26,7 +26,7 @@ from offlinerl.training.checkpoint_meta import METADATA_FILE, CheckpointError, C
 from offlinerl.trusted import load_config_file
 
 __all__ = ["new_run_dir", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
-           "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE"]
+           "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE", "check_new_run_dir"]
 
 T = TypeVar("T")
 
@@ -44,6 +44,17 @@ def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None
     ``inputs``, inside a dataset or checkpoint)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
+    check_new_run_dir(run, inputs=inputs)
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputWriteError.from_os_error(exc, run, "no run directory was created") from None
+    return run
+
+
+def check_new_run_dir(run: Path, *, inputs: Sequence[str | Path] = ()) -> None:
+    """``RunDirError`` unless ``run`` may become a new run directory (what :func:`new_run_dir` checks; it creates
+    nothing, so a job checks its ``--output`` before Ray starts: ``offlinerl.jobs.preflight``)."""
     try:
         check_output_place(run, inputs=inputs)
     except UnsafeOutputError as exc:
@@ -53,11 +64,6 @@ def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None
     if run.exists() and any(run.iterdir()):
         hint = "; to continue that job use --resume" if (run / "config.yaml").is_file() else ""
         raise RunDirError(f"{run} exists and is not empty; choose another --output{hint}")
-    try:
-        run.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputWriteError.from_os_error(exc, run, "no run directory was created") from None
-    return run
 
 
 def open_run(output: str | Path, name: str, run_dir: str | Path | None, resume_from: str | Path | None, *,

@@ -1,0 +1,68 @@
+"""The checks a job can make before Ray starts (well under a second): refusals that used to come only after
+10-30 s of ``ray.init``, and a note when a stop condition will be rounded.
+
+``preflight`` reads only ``dataset.json`` and the config; it never starts Ray, builds a model or reads the
+data. What it refuses, it refuses with the same one-line error the job would have raised later:
+
+- the dataset is not a dataset directory (``DatasetInfoError``);
+- ``--output`` already holds something, is a file, or lies where no writer may write, e.g. inside the dataset
+  (``RunDirError``, the checks of :func:`offlinerl.jobs.run_dir.new_run_dir`);
+- the algorithm cannot train on the dataset's action space, e.g. TD3+BC on Discrete actions (the algorithm's
+  own ``learner_connectors`` check, a ``ConfigError``);
+- GPUs asked for (``config.num_gpus_per_learner > 0``) where torch sees no CUDA device (a ``ConfigError``;
+  the job used to train on the CPU without a word).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from offlinerl.algorithms.algorithm_config import AlgorithmConfig
+from offlinerl.config_io import ConfigError
+from offlinerl.episodes.info import read_info
+from offlinerl.jobs.run_dir import check_new_run_dir
+from offlinerl.jobs.spec import StopConfig
+
+__all__ = ["preflight", "check_gpus", "stop_note"]
+
+
+def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
+              resuming: bool, log: Callable[[str], None]) -> None:
+    """Refuse what is wrong with a job before Ray starts (see the module's docstring); log a stop-rounding note."""
+    info = read_info(dataset)
+    if run_dir is not None and not resuming:  # --output; a default run directory is new (a time stamp in its name)
+        check_new_run_dir(Path(run_dir), inputs=[dataset])
+    if not info.module_ids or len(info.module_ids) == 1:  # one module: the dataset's spaces are its spaces
+        config.learner_connectors(info.observation_space, info.action_space)
+    check_gpus(config.num_gpus_per_learner)
+    note = None if resuming else stop_note(stop, config.updates_per_iteration)
+    if note:
+        log(note)
+
+
+def check_gpus(per_learner: float) -> None:
+    """A ``ConfigError`` when ``per_learner`` GPUs are asked for and torch sees no CUDA device."""
+    if per_learner <= 0:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(f"config.num_gpus_per_learner: {per_learner:g} GPU(s) per learner asked for, but torch "
+                          f"{torch.__version__} sees no CUDA device (a CPU build, or no GPU here); set it to 0 to "
+                          "train on the CPU")
+
+
+def stop_note(stop: StopConfig, updates_per_iteration: int) -> str | None:
+    """What will run when ``stop.updates`` is not a whole number of iterations (None when it is, or unset): a job
+    stops only between iterations, so it runs up to the next multiple of ``updates_per_iteration``."""
+    if stop.updates is None or stop.updates % updates_per_iteration == 0:
+        return None
+    iterations = -(-stop.updates // updates_per_iteration)
+    runs = iterations * updates_per_iteration
+    if stop.iterations is not None and stop.iterations < iterations:
+        return None  # stop.iterations comes first, and it is exact
+    return (f"note: stop.updates={stop.updates} is not a multiple of config.updates_per_iteration="
+            f"{updates_per_iteration}; a job stops only between iterations, so this one runs {runs} updates "
+            f"({iterations} iteration{'s' * (iterations != 1)}). Set stop.updates={runs} (or "
+            f"config.updates_per_iteration to a divisor of {stop.updates}) to silence this note")
