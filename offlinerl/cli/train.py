@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.jobs.guards import NonFiniteLossError
     from offlinerl.jobs.spec import load_job_run, load_job_spec
     from offlinerl.jobs.train import run_train
-    from offlinerl.ray_utils import quiet_ray_data
+    from offlinerl.ray_utils import quiet_ray_data, ray_failure
 
     if (args.job_file is None) == (args.resume is None):
         print("offlinerl train: give a JOB_FILE, or --resume RUN_DIR (not both)", file=sys.stderr)
@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         print("offlinerl train: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - e.g. an env that crashes mid-evaluation: the state is saved above
+        if ray_failure(exc) is not None:
+            raise  # offlinerl.cli.main says it in one line: Ray failed, not the job's data or config
         print(f"offlinerl train: the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(train_summary(result))
