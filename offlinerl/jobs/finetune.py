@@ -11,7 +11,8 @@ control plane is ``Algorithm``, the loop is ``run_job``, evaluation is
 checkpoint's evaluation settings, so it reproduces the checkpoint's own
 evaluation (``result.json`` reports both). ``resume_from`` continues a stopped
 or killed job from a checkpoint of its run directory, with the replay the
-checkpoint holds (``offlinerl finetune --resume RUN_DIR``).
+checkpoint holds (``offlinerl finetune --resume RUN_DIR``). With no checkpoint and ``algorithm`` set the job
+starts from scratch (``offlinerl.jobs.warmup``): random warm-up steps written to ``RUN/warmup`` are its dataset.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
-from offlinerl.jobs.run_dir import open_run
+from offlinerl.jobs.plots import plot_learning_curve, reference_lines
+from offlinerl.jobs.run_dir import check_new_run_dir, open_run, run_dir_path
+from offlinerl.jobs.warmup import WARMUP
 from offlinerl.jobs.spec import FinetuneSpec, run_config
 from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
@@ -38,9 +41,14 @@ __all__ = ["run_finetune", "start_online", "close_episodes", "RECORDING_PARTS"]
 RECORDING_PARTS = "recording-parts"
 
 
-def start_online(spec: FinetuneSpec, validate_data: bool = False) -> Algorithm:
+def start_online(spec: FinetuneSpec, validate_data: bool = False, warmup: str | Path | None = None) -> Algorithm:
     """The job spec's checkpoint as a new online Algorithm (optionally continuing as another algorithm, e.g. BC ->
-    MARWIL: the config fields both have, the policy weights and the connector state carry over)."""
+    MARWIL: the config fields both have, the policy weights and the connector state carry over); from scratch
+    (no checkpoint), a new ``spec.algorithm`` Algorithm on the random warm-up steps it first writes to ``warmup``."""
+    if spec.from_scratch:
+        from offlinerl.jobs.warmup import start_from_scratch
+
+        return start_from_scratch(spec, warmup)
     ckpt = load_checkpoint(spec.checkpoint)
     meta = ckpt.meta
     target = spec.online.algorithm or meta.algorithm
@@ -75,7 +83,9 @@ def _curve(history: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
 
 
 def _checkpoint_eval(path: str | None) -> float | None:
-    """The evaluation return the starting checkpoint recorded (None: none, or the checkpoint is gone)."""
+    """The evaluation return the starting checkpoint recorded (None: none, from scratch, or the checkpoint is gone)."""
+    if not path:
+        return None
     try:
         return load_checkpoint(path).meta.last_eval.get(M.EVAL_RETURN_MEAN)
     except CheckpointError:
@@ -115,16 +125,23 @@ def run_finetune(
     from offlinerl.ray_utils import init_ray
 
     t_start = time.time() if started_at is None else started_at
-    init_ray(address)
-    dataset = spec.dataset or load_checkpoint(resume_from or spec.checkpoint).meta.dataset
+    scratch = resume_from is None and spec.from_scratch
+    if scratch:  # the job's dataset is the warm-up it writes into its new run directory
+        run_dir = run_dir or run_dir_path(spec.output, spec.name)
+        dataset = str(Path(run_dir) / WARMUP)
+    else:
+        dataset = spec.dataset or load_checkpoint(resume_from or spec.checkpoint).meta.dataset
     if spec.record:  # before any work: a job must not fail at its end for want of a place to write
         check_output(spec.record, overwrite, kind="dataset", inputs=_inputs(spec, dataset))
-    validation = require_schema(dataset) if skip_validation else require_valid(dataset)
+    if resume_from is None and run_dir:  # before Ray, as train's preflight: a taken --output costs no Ray start
+        check_new_run_dir(Path(run_dir), inputs=_inputs(spec, "" if scratch else dataset))
+    init_ray(address)
+    validation = None if scratch else require_schema(dataset) if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
         config=lambda algo: run_config(spec, algo.config),  # the resolved config: after the checkpoint is loaded
-        start=lambda: start_online(spec),
+        start=lambda: start_online(spec, warmup=dataset if scratch else None),
         resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, online=spec.online,
                                                  validate_data=False))
     if resume_from is not None:
@@ -147,7 +164,9 @@ def run_finetune(
     try:
         if resume_from is None:
             initial = algo.evaluate()
-            log(f"loaded {spec.checkpoint} ({algo.name}): evaluation return {initial[M.EVAL_RETURN_MEAN]:.2f}"
+            start = f"{algo.name} from scratch ({spec.warmup_steps} random warm-up steps in {dataset})" if scratch \
+                else f"loaded {spec.checkpoint} ({algo.name})"
+            log(f"{start}: evaluation return {initial[M.EVAL_RETURN_MEAN]:.2f}"
                 + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
             first_records = [{M.ITERATION: 0.0, M.UPDATES: float(algo.num_updates), M.ENV_STEPS: 0.0,
                               **initial}]
@@ -169,7 +188,7 @@ def run_finetune(
                          and h.get(M.EVAL_RETURN_MEAN) is not None), None)
     result = {
         "algorithm": algo.name,
-        "from_checkpoint": str(spec.checkpoint),
+        "from_checkpoint": str(spec.checkpoint) if spec.checkpoint else None,
         "env": algo.online_env_id(),
         "checkpoint_eval_return": checkpoint_eval,
         "initial_eval_return": initial_eval,
@@ -189,5 +208,7 @@ def run_finetune(
         "run_dir": str(run),
         "ray_nodes": nodes,
     }
+    plot_learning_curve(job.history, run / "learning_curve.png", f"finetune {algo.name} in {result['env']}",
+                        references=reference_lines(None if scratch else dataset))
     write_result(run, result)
     return result

@@ -25,7 +25,7 @@ from offlinerl.jobs.guards import metrics_json
 from offlinerl.training.checkpoint_meta import METADATA_FILE, CheckpointError, CheckpointMeta
 from offlinerl.trusted import load_config_file
 
-__all__ = ["new_run_dir", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
+__all__ = ["new_run_dir", "run_dir_path", "open_run", "latest_checkpoint", "prune_checkpoints", "read_run", "resolve_resumed",
            "MetricsLog", "RunDirError", "RESUME_OVERRIDABLE", "check_new_run_dir"]
 
 T = TypeVar("T")
@@ -37,13 +37,17 @@ class RunDirError(ValueError):
     """A run directory that cannot be created or resumed; the message says why."""
 
 
+def run_dir_path(output: str | Path, name: str) -> Path:
+    """Where a new run directory goes by default: ``output/name-<UTC time>``."""
+    return Path(output) / f"{name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+
+
 def new_run_dir(output: str | Path, name: str, run_dir: str | Path | None = None, *,
                 inputs: Sequence[str | Path] = ()) -> Path:
     """Create the run directory (``run_dir``, else ``output/name-<UTC time>``); refuse a non-empty one, a file,
     and a place no writer may write (``check_output_place``: ``/``, home, the current directory, an input in
     ``inputs``, inside a dataset or checkpoint)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    run = Path(run_dir) if run_dir else Path(output) / f"{name}-{stamp}"
+    run = Path(run_dir) if run_dir else run_dir_path(output, name)
     check_new_run_dir(run, inputs=inputs)
     try:
         run.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,8 @@ online settings (``OnlineConfig``), stop conditions and an output directory::
     checkpoint_interval: 1                                   # what --resume continues from
     output: runs
 
-``StopConfig`` is both jobs' ``stop:`` block. ``load_*_run`` read a run directory's ``config.yaml`` back to
+With no checkpoint and ``algorithm`` set, a ``FinetuneSpec`` is an online job from scratch (``algorithm: sac``,
+``online: {env: Hopper-v5}``, ``warmup_steps: 5000``; docs/online.md). ``StopConfig`` is both jobs' ``stop:`` block. ``load_*_run`` read a run directory's ``config.yaml`` back to
 resume it (``offlinerl.jobs.run_dir.read_run``: the rules both share); both drivers write it with
 :func:`run_config`, one schema for both jobs.
 """
@@ -137,7 +138,13 @@ class FinetuneSpec:
     """One reproducible fine-tuning job."""
 
     checkpoint: str | None = None
-    """Offline checkpoint to start from (``--from`` overrides it)."""
+    """Offline checkpoint to start from (``--from`` overrides it); None with ``algorithm`` set: a job from scratch."""
+    algorithm: str | None = None
+    """A job from scratch (no checkpoint, no dataset): a new module of this registered algorithm (e.g. sac), trained
+    on ``warmup_steps`` random steps (``RUN/warmup``, its dataset) and its own online experience, as one buffer."""
+    warmup_steps: int = 1000
+    """From scratch: uniformly random env steps (``online.env``, seeded by ``config.seed``) played before the first
+    update; ignored when starting from a checkpoint."""
     dataset: str | None = None
     """Offline dataset mixed into the replay; None = the checkpoint's dataset."""
     config: dict[str, Any] = field(default_factory=dict)
@@ -164,6 +171,25 @@ class FinetuneSpec:
     def __post_init__(self) -> None:
         for name in ("checkpoint_interval", "checkpoint_keep"):
             check(getattr(self, name) >= 0, name, f"must be >= 0, got {getattr(self, name)}")
+        check(self.warmup_steps >= 1, "warmup_steps", f"must be >= 1, got {self.warmup_steps}")
+
+    @property
+    def from_scratch(self) -> bool:
+        """No checkpoint: a new module of ``algorithm`` (``offlinerl.jobs.finetune.start_online``)."""
+        return not self.checkpoint
+
+
+def _check_from_scratch(spec: FinetuneSpec, path: Path) -> None:
+    """A job from scratch names a known algorithm and its env, and has no dataset of its own."""
+    check(spec.algorithm is not None, str(path), "no checkpoint: set checkpoint in the file or pass --from "
+          "CHECKPOINT, or set algorithm (e.g. sac) and online.env to train online from scratch")
+    _check_algorithm(spec.algorithm, path)
+    check(spec.online.env is not None, f"{path}: online.env",
+          "a job from scratch names the env it acts in (e.g. Hopper-v5)")
+    check(spec.dataset is None, f"{path}: dataset",
+          "a job from scratch starts from its own random warm-up steps; drop dataset (or start from a checkpoint)")
+    check(spec.online.algorithm is None, f"{path}: online.algorithm",
+          "continues a checkpoint as another algorithm; from scratch set algorithm instead")
 
 
 def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: str | None = None) -> FinetuneSpec:
@@ -173,8 +199,15 @@ def load_finetune_spec(path: str | Path, overrides: list[str] = (), checkpoint: 
     data.setdefault("name", path.stem)
     if checkpoint is not None:
         data["checkpoint"] = checkpoint
+    if not data.get("checkpoint") and isinstance(data.get("online", {}), dict):
+        # From scratch the warm-up steps and the replay are one buffer: sampled in proportion to their sizes.
+        data["online"] = {"mixing": "proportional", **data.get("online", {})}
     spec = from_dict(FinetuneSpec, data)
-    check(bool(spec.checkpoint), str(path), "no checkpoint: set checkpoint in the file or pass --from CHECKPOINT")
+    if spec.from_scratch:
+        _check_from_scratch(spec, path)
+    else:
+        check(spec.algorithm is None, f"{path}: algorithm", "a fine-tune continues its checkpoint's algorithm "
+              "(online.algorithm changes it); set algorithm only for a job from scratch, without a checkpoint")
     return spec
 
 
