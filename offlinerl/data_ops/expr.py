@@ -19,6 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from offlinerl.data_ops.errors import DataOpError
+
 __all__ = ["AGGREGATES", "Expression", "ExpressionError", "parse"]
 
 #: Longest expression accepted, and most syntax nodes in it.
@@ -32,7 +34,7 @@ _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-class ExpressionError(ValueError):
+class ExpressionError(DataOpError):
     """An expression that is not in the accepted grammar, or names something unknown."""
 
 
@@ -44,6 +46,15 @@ class Expression:
     tree: ast.Expression
     names: frozenset[str]
     aggregates: frozenset[tuple[str, str]]
+
+    def check_widths(self, widths: Mapping[str, int]) -> None:
+        """Refuse an index past the width of the name it indexes (``widths``: name -> dimensions)."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Subscript) and node.value.id in widths:
+                width = widths[node.value.id]
+                if not -width <= node.slice.value < width:
+                    raise ExpressionError(f"{node.value.id}[{node.slice.value}]: index out of range (it has "
+                                          f"{width} dimension(s)) in {self.text!r}")
 
     def evaluate(self, values: Mapping[str, Any]) -> np.ndarray:
         """The value over ``values`` (names, and ``"agg(col)"`` for aggregates, to arrays of one length)."""

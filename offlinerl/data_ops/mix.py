@@ -8,7 +8,8 @@ episode id occurs in more than one input, every id is prefixed with its input's 
 
 Weights: with ``weights`` the output holds each input's share of the episodes (or steps) as large as the
 inputs allow without drawing an episode twice (``total`` asks for less); the episodes are drawn by a seeded
-permutation. Without, every episode of every input.
+permutation (by steps: every episode, in that order, that still fits the input's quota of steps, so a share is
+met to within one episode's length). Without, every episode of every input.
 """
 
 from __future__ import annotations
@@ -159,9 +160,12 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
             order = rng.permutation(len(t))
             if config.by == "episodes":
                 take = order[: max(1, int(round(quota)))]
-            else:
-                steps = np.cumsum(t.lengths[order])
-                take = order[: max(1, int(np.searchsorted(steps, quota + 1e-9, side="right")))]
+            else:  # in the drawn order, every episode that still fits the quota (at least one)
+                take, used = [], 0
+                for i in order:
+                    if used + t.lengths[i] <= quota + 1e-9 or not take:
+                        take.append(i)
+                        used += int(t.lengths[i])
             mask = np.zeros(len(t), dtype=bool)
             mask[take] = True
             chosen.append(mask)

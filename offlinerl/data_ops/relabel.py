@@ -32,6 +32,7 @@ from offlinerl.data_ops.write import OpResult, check_out, write_output
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_slice, from_arrow
 from offlinerl.episodes.info import read_info
+from offlinerl.episodes.spaces import flat_size
 
 __all__ = ["RelabelConfig", "relabel_dataset", "resolve_function", "STEP_NAMES"]
 
@@ -197,6 +198,8 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
                    for s in (info.observation_space, info.action_space)):
             raise DataOpError("relabel: --terminal-when needs Box or Discrete observation and action spaces")
         terminal = parse(config.terminal_when, names=STEP_NAMES, what="--terminal-when")
+        obs_width, act_width = flat_size(info.observation_space), flat_size(info.action_space)
+        terminal.check_widths({"obs": obs_width, "next_obs": obs_width, "action": act_width, "reward": 1})
     summary = summarise(path, desc="relabel")
     episodes = summary.episodes()
     factor = 1.0

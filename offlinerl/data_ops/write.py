@@ -19,6 +19,8 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 import pyarrow as pa
 
+from offlinerl.data_ops.errors import DataOpError
+from offlinerl.data_ops.expr import ExpressionError
 from offlinerl.data_ops.summary import Summary
 from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.fingerprint import extend_lineage, lineage_entry
@@ -85,6 +87,23 @@ def _rewrite_unit(batch: dict[str, np.ndarray], *, transforms: Sequence[RowTrans
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
+def _op_error(exc: BaseException) -> DataOpError | None:
+    """The :class:`DataOpError` a Ray task raised, from the chain of errors Ray wrapped it in, or from their text
+    (Ray Data keeps only the text of a task's error under its ``UserCodeException``)."""
+    markers = [f"{cls.__module__}.{cls.__name__}: " for cls in (DataOpError, ExpressionError)]
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, DataOpError):
+            return exc
+        for line in str(exc).splitlines():
+            for marker in markers:
+                if line.strip().startswith(marker):
+                    return DataOpError(line.strip()[len(marker):])
+        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def write_output(
     sources: Sequence[tuple[Summary, RowTransform]],
     out: str | Path,
@@ -118,11 +137,16 @@ def write_output(
     if report:
         entry["report"] = dict(report)
     lineage = extend_lineage([s.info.lineage for s, _ in sources], entry)
-    info = write_dataset(
-        ds, out, observation_space=first.observation_space, action_space=first.action_space, env_id=first.env_id,
-        env_spec=first.env_spec, extra_columns=extras,
-        max_steps_per_row=first.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
-        provenance={"operation": f"offlinerl data {operation}", "sources": [str(p) for p in paths]},
-        lineage=lineage, overwrite=overwrite, inputs=paths,
-    )
+    try:
+        info = write_dataset(
+            ds, out, observation_space=first.observation_space, action_space=first.action_space,
+            env_id=first.env_id, env_spec=first.env_spec, extra_columns=extras,
+            max_steps_per_row=first.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
+            provenance={"operation": f"offlinerl data {operation}", "sources": [str(p) for p in paths]},
+            lineage=lineage, overwrite=overwrite, inputs=paths,
+        )
+    except Exception as exc:  # a task's DataOpError arrives wrapped in Ray's errors: raise it as it was
+        if (cause := _op_error(exc)) is None:
+            raise
+        raise DataOpError(str(cause.args[0]) if cause.args else str(cause)) from None
     return OpResult(path=Path(out).resolve(), info=info, report=dict(report or {}))

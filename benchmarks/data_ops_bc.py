@@ -1,0 +1,90 @@
+"""Filtered BC: ``offlinerl data filter --top 10%`` then the shipped BC job, against the same job on the whole set.
+
+    PYTHONPATH=. python benchmarks/data_ops_bc.py run --seeds 0 1 2 --work /tmp/data-ops-bc
+    PYTHONPATH=. python benchmarks/data_ops_bc.py table benchmarks/results/data_ops_bc.jsonl
+
+For each of ``jobs/cartpole-bc.yaml`` and ``jobs/pendulum-bc.yaml`` (their model, lr, batch, 3,000 updates and
+evaluation) it writes the top-10% dataset once with ``offlinerl data filter`` and runs ``offlinerl train`` on
+both datasets per seed (``--set dataset=... --set config.seed=S``). Each run appends one JSON line: job,
+variant, seed, the dataset's fingerprint, the final evaluation return and its normalised score on the whole
+dataset's scale (0 = random, 100 = best level; ``offlinerl.scoring``), and the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = {"cartpole": ("jobs/cartpole-bc.yaml", "datasets/cartpole-mixed"),
+        "pendulum": ("jobs/pendulum-bc.yaml", "datasets/pendulum-mixed")}
+
+
+def _cli(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "offlinerl", *args], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def run(seeds: list[int], work: Path, out: Path, top: str) -> None:
+    from offlinerl.scoring import score_for_dataset
+
+    work.mkdir(parents=True, exist_ok=True)
+    for name, (job, dataset) in JOBS.items():
+        filtered = work / f"{name}-top"
+        if not filtered.exists():
+            _cli("data", "filter", dataset, "--top", top, "-o", str(filtered))
+        for seed in seeds:
+            for variant, data in (("whole", str(ROOT / dataset)), (f"top {top}", str(filtered))):
+                run_dir = work / f"{name}-{variant.replace(' ', '').replace('%', 'pct')}-s{seed}"
+                started = time.time()
+                _cli("train", job, "--set", f"dataset={data}", "--set", f"config.seed={seed}", "-o", str(run_dir),
+                     "--no-progress")
+                result = json.loads((run_dir / "result.json").read_text())
+                final = result["final_eval_return"]
+                row = {"job": job, "variant": variant, "seed": seed, "dataset": data,
+                       "dataset_fingerprint": result.get("dataset_fingerprint"), "final_return": final,
+                       "score": score_for_dataset(final, str(ROOT / dataset)), "wall_s": round(time.time() - started, 1)}
+                with open(out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), flush=True)
+
+
+def table(paths: list[str]) -> str:
+    rows: dict[tuple[str, str], list[dict]] = {}
+    for p in paths:
+        for line in Path(p).read_text().splitlines():
+            r = json.loads(line)
+            rows.setdefault((r["job"], r["variant"]), []).append(r)
+    lines = ["| job | data | seeds | final return | normalised score | wall s per run |", "|---|---|---|---|---|---|"]
+    for (job, variant), rs in sorted(rows.items()):
+        ret = [r["final_return"] for r in rs]
+        score = [r["score"] for r in rs]
+        sd = lambda xs: statistics.pstdev(xs) if len(xs) > 1 else 0.0  # noqa: E731
+        lines.append(f"| {job} | {variant} | {len(rs)} | {statistics.mean(ret):.1f} ± {sd(ret):.1f} | "
+                     f"{statistics.mean(score):.1f} ± {sd(score):.1f} | {statistics.mean(r['wall_s'] for r in rs):.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    r.add_argument("--work", type=Path, default=Path("/tmp/data-ops-bc"))
+    r.add_argument("--top", default="10%")
+    r.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "data_ops_bc.jsonl")
+    t = sub.add_parser("table")
+    t.add_argument("results", nargs="+")
+    args = parser.parse_args()
+    if args.cmd == "run":
+        run(args.seeds, args.work, args.out, args.top)
+    else:
+        print(table(args.results))
+
+
+if __name__ == "__main__":
+    main()
