@@ -6,6 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,6 +112,28 @@ def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsy
     assert main(["sweep", "--resume", str(sweep)]) == 2
     assert "trial names must be unique plain file names" in capsys.readouterr().err
     assert (victim / "data.txt").read_text() == "keep"
+
+
+def test_a_trial_waits_until_no_earlier_process_of_it_is_left(tmp_path, monkeypatch):
+    """A killed sweep's trial process lives on until Ray reaps its Tune worker: the trial's lock passes to its train
+    process, and a resumed trial waits for it rather than start a second job in the same run directory."""
+    from offlinerl.jobs.sweep import trials
+
+    run = tmp_path / "trials" / "000"
+    run.parent.mkdir()
+    with trials._trial_lock(run) as fd:  # a trial starts its train process, then its worker dies
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=(fd,))
+    try:
+        monkeypatch.setattr(trials, "LOCK_WAIT_S", 0.5)
+        with pytest.raises(RuntimeError, match=r"trial 000: an earlier process of it still holds .*000\.lock"):
+            with trials._trial_lock(run):
+                pass
+    finally:
+        child.kill()
+        child.wait()
+    started = time.monotonic()
+    with trials._trial_lock(run):  # gone: the resumed trial goes ahead at once
+        assert time.monotonic() - started < 0.5
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@
         trials/<name>/        one run directory per trial, exactly what ``offlinerl train`` writes
         trials/<name>.log     the trial's output
         trials/<name>.json    how and where it ran: one entry per attempt (Ray node, command, exit code)
+        trials/<name>.lock    held while the trial's train process runs (a resumed trial waits for it)
         tune/                 Ray Tune's own experiment files (offlinerl never reads them back)
         summary.csv           per grid point: trials, mean and std of the final / best return and score
         summary.md            the same as a table

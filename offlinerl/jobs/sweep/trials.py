@@ -1,9 +1,17 @@
 """Running a sweep's trials: each trial is an ``offlinerl train`` process inside a Ray Tune trial
 (``trial_trainable``), and ``run_sweep`` / ``resume_sweep`` are the driver that validates every pending
-trial's dataset, schedules the trials with Tune and writes the summary (``offlinerl.jobs.sweep.summary``)."""
+trial's dataset, schedules the trials with Tune and writes the summary (``offlinerl.jobs.sweep.summary``).
+
+One process at a time works in a trial's run directory: the trial holds ``trials/<name>.lock`` (``flock``) from
+before it looks at its run directory until its ``offlinerl train`` process has exited - the process inherits the
+lock, so it is held even where the Tune worker dies first. A killed sweep's driver takes its Tune workers with it
+only when Ray reaps them, and each train process only when its worker is gone; a resumed trial therefore waits
+for that lock (:data:`LOCK_WAIT_S`) instead of starting a second job beside one still writing checkpoints and
+``metrics.jsonl`` into the same directory."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -11,8 +19,9 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import ConfigError
@@ -24,6 +33,9 @@ from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_pack
 __all__ = ["trial_trainable", "default_max_concurrent", "run_sweep", "resume_sweep"]
 
 _METRIC_POLL_S = 1.0
+#: Longest a trial waits for an earlier process of it (a killed sweep's, still being stopped) to let go of its run
+#: directory before it fails, naming the lock.
+LOCK_WAIT_S = 300.0
 
 
 # -- one trial (runs inside a Ray Tune worker) ------------------------------------------------------------------
@@ -56,6 +68,29 @@ def _die_with_parent() -> None:
         pass
 
 
+@contextmanager
+def _trial_lock(run: Path) -> Iterator[int]:
+    """Hold ``trials/<name>.lock`` (an exclusive ``flock``) for the block; yields its descriptor, which the trial's
+    train process inherits. Waits up to :data:`LOCK_WAIT_S` for an earlier holder to exit; ``RuntimeError`` after."""
+    path = run.with_name(f"{run.name}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"trial {run.name}: an earlier process of it still holds {path} after "
+                                       f"{LOCK_WAIT_S:.0f} s (a killed sweep's trial still running?); stop it, then "
+                                       "resume the sweep") from None
+                time.sleep(0.2)
+        yield fd
+    finally:
+        os.close(fd)
+
+
 def _new_records(path: Path, cursor: tuple[int, int]) -> tuple[list[dict[str, Any]], tuple[int, int]]:
     """Complete ``metrics.jsonl`` lines past ``cursor`` (inode, bytes read); a resumed job replaces the file (a
     new inode), which is then read from its start."""
@@ -80,45 +115,54 @@ def _new_records(path: Path, cursor: tuple[int, int]) -> tuple[list[dict[str, An
 def trial_trainable(config: dict[str, Any]) -> None:
     """The Ray Tune function trainable of one trial: runs (or resumes) its ``offlinerl train`` process joined to
     this Ray cluster and reports each ``metrics.jsonl`` record to Tune, then the trial's ``result.json``."""
-    import ray
     from ray import tune
 
     spec = config["trial"]
     run = Path(spec["run_dir"])
     result_file = run / "result.json"
-    if not result_file.is_file():
-        env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
-        if spec.get("env_packages"):
-            env[ENV_PACKAGES_VAR] = ",".join(sorted({*spec["env_packages"], *split_packages(env.get(ENV_PACKAGES_VAR))}))
-        command = _trial_command(spec, run)
-        attempt = {"node": ray.get_runtime_context().get_node_id(), "command": command[1:], "exit": None}
-        _record_attempt(run, attempt)
-        cursor = (-1, 0)
-        with open(f"{run}.log", "ab") as log:
-            log.write(f"$ {' '.join(command)}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(command, cwd=spec["workdir"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    preexec_fn=_die_with_parent)
-            try:
-                while True:
-                    done = proc.poll() is not None
-                    records, cursor = _new_records(run / "metrics.jsonl", cursor)
-                    for record in records:
-                        tune.report(_tune_metrics(record))
-                    if done:
-                        break
-                    time.sleep(_METRIC_POLL_S)
-            finally:
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait(timeout=30)
-        _record_attempt(run, {**attempt, "exit": proc.returncode}, replace_last=True)
-        if proc.returncode != 0 or not result_file.is_file():
-            tail = Path(f"{run}.log").read_text(errors="replace").strip().splitlines()[-5:]
-            raise RuntimeError(f"trial {run.name}: offlinerl train exited {proc.returncode}: " + " | ".join(tail))
+    with _trial_lock(run) as lock:  # no earlier process of this trial is left in its run directory
+        if not result_file.is_file():
+            _run_trial(spec, run, lock)
     result = json.loads(result_file.read_text())
     tune.report(_tune_metrics({k: v for k, v in result.items() if isinstance(v, (int, float)) or v is None},
                               done=True))
+
+
+def _run_trial(spec: dict[str, Any], run: Path, lock: int) -> None:
+    """Run (or resume) the trial's ``offlinerl train`` process to its end, reporting each new ``metrics.jsonl``
+    record to Tune; the process inherits the trial's ``lock`` (``_trial_lock``)."""
+    import ray
+    from ray import tune
+
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    if spec.get("env_packages"):
+        env[ENV_PACKAGES_VAR] = ",".join(sorted({*spec["env_packages"], *split_packages(env.get(ENV_PACKAGES_VAR))}))
+    command = _trial_command(spec, run)
+    attempt = {"node": ray.get_runtime_context().get_node_id(), "command": command[1:], "exit": None}
+    _record_attempt(run, attempt)
+    cursor = (-1, 0)
+    with open(f"{run}.log", "ab") as log:
+        log.write(f"$ {' '.join(command)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(command, cwd=spec["workdir"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent, pass_fds=(lock,))
+        try:
+            while True:
+                done = proc.poll() is not None
+                records, cursor = _new_records(run / "metrics.jsonl", cursor)
+                for record in records:
+                    tune.report(_tune_metrics(record))
+                if done:
+                    break
+                time.sleep(_METRIC_POLL_S)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=30)
+    _record_attempt(run, {**attempt, "exit": proc.returncode}, replace_last=True)
+    if proc.returncode != 0 or not (run / "result.json").is_file():
+        tail = Path(f"{run}.log").read_text(errors="replace").strip().splitlines()[-5:]
+        raise RuntimeError(f"trial {run.name}: offlinerl train exited {proc.returncode}: " + " | ".join(tail))
 
 
 def _record_attempt(run: Path, attempt: dict[str, Any], replace_last: bool = False) -> None:
