@@ -143,6 +143,7 @@ class _Wandb:
 
         directory = Path(cfg.dir) if cfg.dir else run
         directory.mkdir(parents=True, exist_ok=True)
+        self.inside = None if cfg.dir else run
         try:
             self.run = wandb.init(
                 project=cfg.project, entity=cfg.entity, mode=cfg.mode, dir=str(directory), name=run.name,
@@ -158,12 +159,24 @@ class _Wandb:
         self.run.define_metric(M.UPDATES)
         self.run.define_metric("*", step_metric=M.UPDATES)
         self.id = self.run.id
+        self._drop_outside_links()
+
+    def _drop_outside_links(self) -> None:
+        """W&B links its run's ``logs/debug-core.log`` to a file in ``~/.cache/wandb``; in the run directory that link
+        would make ``--resume`` refuse it (nothing in a run may lead outside it), so it goes (the file stays)."""
+        if self.inside is None:
+            return
+        root = self.inside.resolve()
+        for path in (self.inside / "wandb").rglob("*"):
+            if path.is_symlink() and root not in path.resolve().parents:
+                path.unlink()
 
     def log(self, values: Mapping[str, float], step: int) -> None:
         self.run.log({**values, M.UPDATES: float(step)})
 
     def close(self, status: str) -> None:
         self.run.finish(exit_code=0 if status == "FINISHED" else 1)
+        self._drop_outside_links()
 
 
 class _Mlflow:

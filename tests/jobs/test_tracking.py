@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from offlinerl.config_io import ConfigError
+from offlinerl.jobs.run_dir import resolve_resumed
 from offlinerl.jobs.spec import load_job_spec
 from offlinerl.jobs.tracking import TRACKING_FILE, flat_hparams
 
@@ -127,6 +128,7 @@ def test_wandb_offline_run_holds_metrics_jsonl(tracked_run):
     assert logged == _expected(run)  # every record, every number, exactly
     ids = json.loads((run / TRACKING_FILE).read_text())
     assert files[0].name == f"run-{ids['wandb']['id']}.wandb"
+    assert resolve_resumed(run) == run.resolve()  # W&B's link to ~/.cache/wandb is gone: --resume accepts the run
 
 
 @pytest.mark.skipif(not HAVE_MLFLOW, reason="mlflow not installed (pip install 'offlinerl[tracking]')")
