@@ -2,10 +2,14 @@
 
 ``offlinerl validate`` and every job's preflight validate a dataset by reading all of it; on a large
 dataset that is most of the time to the first update, and a dataset is usually trained on many times
-(seeds, sweeps, configs) without changing. A valid report is stored here under a **fingerprint** of the
-dataset: its resolved path, the bytes of ``dataset.json``, and for every parquet file its name, size,
-inode and modification and change times (``st_ctime_ns`` moves on every write and cannot be set by a
-user), plus the offlinerl version and :data:`CHECKS_VERSION`. Any change to a file, a file added or
+(seeds, sweeps, configs) without changing. A valid report is stored here under a **key** made of the
+dataset's content fingerprint as ``dataset.json`` records it (``offlinerl.episodes.fingerprint``; none for
+datasets written before fingerprints), its resolved path, the bytes of ``dataset.json``, and for every parquet
+file its name, size, inode and modification and change times (``st_ctime_ns`` moves on every write and cannot
+be set by a user), plus the offlinerl version and :data:`CHECKS_VERSION`. The record names the content
+fingerprint it vouches for, and a record is used only while ``dataset.json`` still records that one.
+The file stats stay in the key: the recorded fingerprint is a claim of ``dataset.json``, and only reading
+the rows could check it, which is what the record saves. Any change to a file, a file added or
 removed, or a new validator means a new fingerprint, and the dataset is validated again.
 
 Records live in ``$OFFLINERL_CACHE_DIR`` (default ``$XDG_CACHE_HOME/offlinerl``, else
@@ -26,7 +30,7 @@ from typing import Any
 from offlinerl.episodes.info import INFO_FILE
 from offlinerl.episodes.io import parquet_files
 
-__all__ = ["CHECKS_VERSION", "cache_dir", "current", "fingerprint", "lookup", "record"]
+__all__ = ["CHECKS_VERSION", "cache_dir", "current", "fingerprint", "lookup", "record", "recorded_fingerprint"]
 
 #: Bumped whenever a check changes what it accepts, so older records stop counting.
 CHECKS_VERSION = 1
@@ -48,13 +52,31 @@ def fingerprint(path: str | Path) -> str:
     from offlinerl import __version__
 
     root = Path(path).resolve()
+    raw = (root / INFO_FILE).read_bytes()
     h = hashlib.sha256()
-    h.update(json.dumps([str(root), __version__, CHECKS_VERSION]).encode())
-    h.update((root / INFO_FILE).read_bytes())
+    h.update(json.dumps([_content_fingerprint(raw), str(root), __version__, CHECKS_VERSION]).encode())
+    h.update(raw)
     for f in parquet_files(root):
         st = f.stat()
         h.update(json.dumps([f.name, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns]).encode())
     return h.hexdigest()
+
+
+def _content_fingerprint(raw: bytes) -> str | None:
+    """The content fingerprint ``dataset.json`` (its bytes) records, or None."""
+    try:
+        value = json.loads(raw).get("fingerprint")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def recorded_fingerprint(path: str | Path) -> str | None:
+    """The content fingerprint the ``dataset.json`` of ``path`` records (None: none, or unreadable)."""
+    try:
+        return _content_fingerprint((Path(path) / INFO_FILE).read_bytes()[: 1 << 24])
+    except OSError:
+        return None
 
 
 def current(path: str | Path) -> str | None:
@@ -83,7 +105,9 @@ def lookup(path: str | Path) -> dict[str, Any] | None:
         data = json.loads(record_path.read_text())
     except (OSError, ValueError):
         return None
-    return data.get("report") if isinstance(data, dict) and isinstance(data.get("report"), dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("report"), dict):
+        return None
+    return data["report"] if data.get("fingerprint") == recorded_fingerprint(path) else None
 
 
 def record(path: str | Path, report: dict[str, Any], before: str | None) -> None:
@@ -97,7 +121,8 @@ def record(path: str | Path, report: dict[str, Any], before: str | None) -> None
         record_path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=record_path.parent, suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump({"dataset": str(Path(path).resolve()), "report": report}, f)
+            json.dump({"dataset": str(Path(path).resolve()), "fingerprint": recorded_fingerprint(path),
+                       "report": report}, f)
         os.replace(tmp, record_path)
     except OSError:
         if tmp is not None:  # a full disk mid-write: leave no half-written temp file behind

@@ -84,3 +84,18 @@ def test_a_malformed_fingerprint_is_one_clear_error(tmp_path):
     (path / "dataset.json").write_text(json.dumps(meta))
     with pytest.raises(DatasetInfoError, match="lineage must be a list of objects"):
         read_info(path)
+
+
+def test_the_validation_record_vouches_for_the_recorded_fingerprint(tmp_path, monkeypatch):
+    from offlinerl.episodes import validated
+
+    monkeypatch.setenv("OFFLINERL_CACHE_DIR", str(tmp_path / "cache"))
+    path = base(tmp_path / "d", n=2)
+    fp = read_info(path).fingerprint
+    validated.record(path, {"ok": True}, validated.current(path))
+    stored = json.loads(next((tmp_path / "cache" / "validated").glob("*.json")).read_text())
+    assert stored["fingerprint"] == fp and validated.lookup(path) == {"ok": True}
+    # A record of other content under the same key (a forged or stale record) is not used.
+    record = next((tmp_path / "cache" / "validated").glob("*.json"))
+    record.write_text(json.dumps({**stored, "fingerprint": "0" * 64}))
+    assert validated.lookup(path) is None

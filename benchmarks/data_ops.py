@@ -1,0 +1,107 @@
+"""Data operations at 10M steps under the memory cap of docs/scaling.md: ``filter --top 10%``, ``dedup``, ``stats``.
+
+    PYTHONPATH=. python benchmarks/data_ops.py make --copies 196 -o /tmp/cartpole-10M   # 196 x 51,250 steps
+    PYTHONPATH=. nice -n 10 python benchmarks/data_ops.py run /tmp/cartpole-10M --out benchmarks/results/data_ops.json
+
+``make`` repeats ``datasets/cartpole-mixed`` (502 episodes, 51,250 steps) ``--copies`` times, one parquet file per
+copy, each episode id prefixed with its copy (``r017-...``): the rows are the shipped ones, so every copy
+after the first is an exact duplicate of the first in everything but the ids (``dedup`` must find them all),
+and the ``dataset.json`` records no fingerprint (the ops compute it from the rows, as for any older dataset).
+
+``run`` runs each operation as ``offlinerl data ...`` in its own process tree inside a memory cgroup of
+``--cap-gib`` (2.5 GiB, as docs/scaling.md's larger-than-memory runs) with Ray's object store at
+``--object-store-mib`` (512), sampling the PSS of every process twice a second
+(``benchmarks/memory.py``'s ``measure``), and records per operation: wall time, exit code, peak PSS of the
+tree, the cgroup's peak and OOM kills, what Ray spilled, and the operation's printed summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.memory import measure  # noqa: E402
+
+SOURCE = REPO / "datasets" / "cartpole-mixed"
+
+
+def make(copies: int, out: Path) -> None:
+    from offlinerl.episodes import read_info
+    from offlinerl.episodes.atomic import atomic_directory
+    from offlinerl.episodes.io import parquet_files
+
+    info = read_info(SOURCE)
+    table = pa.concat_tables(pq.read_table(f) for f in parquet_files(SOURCE))
+    ids = table.column("episode_id").to_pylist()
+    with atomic_directory(out, kind="dataset", inputs=[SOURCE]) as tmp:
+        for k in range(copies):
+            renamed = pa.array([f"r{k:03d}-{i}" for i in ids], pa.string())
+            part = table.set_column(table.schema.get_field_index("episode_id"), "episode_id", renamed)
+            pq.write_table(part, tmp / f"part-{k:05d}.parquet")
+        info.num_episodes *= copies
+        info.num_steps *= copies
+        info.num_rows *= copies
+        info.provenance = {"collector": "benchmarks/data_ops.py make", "source": str(SOURCE), "copies": copies}
+        info.fingerprint, info.lineage = None, []
+        info.write(tmp)
+    print(f"wrote {out}: {info.num_episodes:,} episodes, {info.num_steps:,} steps in {copies} files")
+
+
+def run(dataset: Path, out: Path, cap_gib: float, object_store_mib: int, workdir: Path) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    cap = int(cap_gib * 2**30)
+    env = {"RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES": str(object_store_mib << 20),
+           "OFFLINERL_CACHE_DIR": str(workdir / "cache")}
+    info = json.loads((dataset / "dataset.json").read_text())
+    ops = {"filter": ["filter", str(dataset), "--top", "10%", "-o", str(workdir / "filtered"), "--overwrite"],
+           "dedup": ["dedup", str(dataset), "-o", str(workdir / "deduped"), "--overwrite"],
+           "stats": ["stats", str(dataset), "-o", str(workdir / "card.json"), "--png", str(workdir / "card.png"),
+                     "--overwrite"]}
+    rows = []
+    for name, args in ops.items():
+        cmd = [sys.executable, "-m", "offlinerl.cli", "data", *args]
+        row = {"op": name, "command": "offlinerl data " + " ".join(args), **measure(name, cmd, cap, workdir, env)}
+        row["printed"] = [line for line in (workdir / f"{name}.log").read_text().splitlines()
+                          if line.startswith(("kept", "removed", "wrote", "coverage"))][:4]
+        row.pop("pss_samples", None)
+        rows.append(row)
+        print(json.dumps({k: row[k] for k in ("op", "exit_code", "wall_s", "peak_pss_bytes", "printed")}), flush=True)
+        out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                                   "dataset": str(dataset), "num_steps": info["num_steps"],
+                                   "num_episodes": info["num_episodes"],
+                                   "parquet_bytes": sum(f.stat().st_size for f in dataset.glob("*.parquet")),
+                                   "cap_gib": cap_gib, "object_store_mib": object_store_mib, "runs": rows},
+                                  indent=1) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--copies", type=int, default=196)
+    m.add_argument("-o", "--output", type=Path, required=True)
+    r = sub.add_parser("run")
+    r.add_argument("dataset", type=Path)
+    r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "data_ops.json")
+    r.add_argument("--cap-gib", type=float, default=2.5)
+    r.add_argument("--object-store-mib", type=int, default=512)
+    r.add_argument("--workdir", type=Path, default=Path("/tmp/data-ops-bench"))
+    args = parser.parse_args()
+    if args.cmd == "make":
+        make(args.copies, args.output)
+    else:
+        run(args.dataset.resolve(), args.out, args.cap_gib, args.object_store_mib, args.workdir)
+
+
+if __name__ == "__main__":
+    main()
