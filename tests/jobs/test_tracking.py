@@ -178,3 +178,23 @@ def test_flat_hparams():
     assert flat_hparams({"algorithm": "cql", "config": {"lr": 3e-4, "grad_clip": None,
                                                         "model": {"hidden": [64, 64], "extra": {}}}}) == {
         "algorithm": "cql", "config.lr": 3e-4, "config.grad_clip": "null", "config.model.hidden": "[64, 64]"}
+
+
+@pytest.mark.skipif(not HAVE_MLFLOW, reason="mlflow not installed (pip install 'offlinerl[tracking]')")
+def test_resume_continues_the_same_tracking_runs(tracked_run, monkeypatch):
+    """Runs last in this file: it resumes the module's run, which the tests above read as the first job left it."""
+    from offlinerl.jobs.spec import load_job_run
+    from offlinerl.jobs.train import run_train
+
+    run, tmp, _ = tracked_run
+    ids = json.loads((run / TRACKING_FILE).read_text())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    spec, config, checkpoint = load_job_run(run, ["stop.updates=80"])
+    run_train(spec, config, run_dir=run, resume_from=checkpoint, progress=False, log=lambda _: None)
+    assert json.loads((run / TRACKING_FILE).read_text()) == ids  # the same W&B and MLflow runs
+    store = next(p for p in (tmp / "mlruns").iterdir() if (p / ids["mlflow"]["run_id"]).is_dir()) / ids["mlflow"]["run_id"]
+    steps = [int(line.split()[2]) for line in (store / "metrics" / "learner" / "updates").read_text().splitlines()]
+    assert steps == [20, 40, 60, 60, 80]  # the first job's records, then the resumed iteration (it evaluated)
+    assert "status: 3" in (store / "meta.yaml").read_text()
+    if HAVE_WANDB:
+        assert len(list((run / "wandb").glob(f"offline-run-*/run-{ids['wandb']['id']}.wandb"))) == 2
