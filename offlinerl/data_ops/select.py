@@ -137,6 +137,10 @@ def filter_dataset(path: str | Path, out: str | Path, config: FilterConfig, *, o
         where = parse(config.where, names=WHERE_NAMES, columns=step_columns(info))
     summary = summarise(path, columns=sorted({c for _, c in where.aggregates}) if where else (), desc="filter")
     episodes = summary.episodes()
+    for agg, column in sorted(where.aggregates if where else ()):
+        if f"{agg}({column})" not in episodes.values:
+            raise DataOpError(f"--where: {agg}({column}): {column!r} is a text column; only first({column}) and "
+                              f"last({column}) apply")
     keep = _keep_mask(episodes, config, where)
     report = _report(episodes, keep)
     if config.episodes is not None:
