@@ -88,3 +88,22 @@ def test_a_wrong_observation_is_one_clear_error(checkpoints):
     with pytest.raises(ValueError, match=r"^observation of shape \(3,\) for the observation space Box\(.*\): give one "
                                          r"observation of shape \(4,\) or a batch of shape \(B, 4\)$"):
         policy.predict(np.zeros(3))
+
+
+def test_one_observation_or_a_batch_of_any_space():
+    from offlinerl.evaluation.policy import _as_batch, _is_single
+
+    space = gym.spaces.Dict({"pos": gym.spaces.Box(-1, 1, (2,)), "door": gym.spaces.Discrete(3)})
+    one = {"pos": np.zeros(2, np.float32), "door": 1}
+    assert _is_single(space, one) is True
+    batch = _as_batch(space, one, True)
+    assert batch["pos"].shape == (1, 2) and batch["door"].tolist() == [1]
+    assert _is_single(space, {"pos": np.zeros((4, 2)), "door": np.array([0, 1, 2, 0])}) is False
+    with pytest.raises(ValueError, match="some parts of the observation are one observation and others a batch"):
+        _is_single(space, {"pos": np.zeros((4, 2)), "door": 1})
+    with pytest.raises(ValueError, match=r"a Dict observation is a dict with the keys \['door', 'pos'\], got \['pos'\]"):
+        _is_single(space, {"pos": np.zeros(2)})
+    assert _is_single(gym.spaces.Discrete(2), 1) is True and _is_single(gym.spaces.Discrete(2), [0, 1]) is False
+    tup = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (3,))))
+    assert _is_single(tup, (1, np.ones(3))) is True
+    assert [v.shape for v in _as_batch(tup, (1, np.ones(3)), True)] == [(1,), (1, 3)]
