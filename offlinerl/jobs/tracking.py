@@ -201,9 +201,14 @@ class _Mlflow:
                 self.id = run_id
                 self.client.update_run(run_id, status="RUNNING")
         except Exception as exc:  # noqa: BLE001 - an unreachable server, a refused store: one line
-            text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
-            raise TrackingError(f"logging.mlflow: MLflow could not start a run at {cfg.tracking_uri or 'its default URI'}"
-                                f": {text}") from None
+            import mlflow
+
+            uri = cfg.tracking_uri or mlflow.get_tracking_uri()
+            text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise TrackingError(f"logging.mlflow: MLflow could not start a run at {uri} ({text}); set "
+                                "logging.mlflow.tracking_uri: a server (http://...), a database (sqlite:///mlflow.db, "
+                                "with the full mlflow package) or a folder (file:./mlruns, with "
+                                "MLFLOW_ALLOW_FILE_STORE=true)") from None
 
     def log(self, values: Mapping[str, float], step: int) -> None:
         from mlflow.entities import Metric

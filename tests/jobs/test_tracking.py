@@ -182,7 +182,7 @@ def test_flat_hparams():
 
 @pytest.mark.skipif(not HAVE_MLFLOW, reason="mlflow not installed (pip install 'offlinerl[tracking]')")
 def test_resume_continues_the_same_tracking_runs(tracked_run, monkeypatch):
-    """Runs last in this file: it resumes the module's run, which the tests above read as the first job left it."""
+    """Runs after the tests that read the module's run as the first job left it: it resumes that run."""
     from offlinerl.jobs.spec import load_job_run
     from offlinerl.jobs.train import run_train
 
@@ -198,3 +198,15 @@ def test_resume_continues_the_same_tracking_runs(tracked_run, monkeypatch):
     assert "status: 3" in (store / "meta.yaml").read_text()
     if HAVE_WANDB:
         assert len(list((run / "wandb").glob(f"offline-run-*/run-{ids['wandb']['id']}.wandb"))) == 2
+
+
+@pytest.mark.skipif(not HAVE_MLFLOW, reason="mlflow not installed (pip install 'offlinerl[tracking]')")
+def test_a_tracking_store_that_cannot_start_is_one_line(tmp_path):
+    from offlinerl.jobs.tracking import LoggingConfig, MlflowConfig, TrackingError, open_trackers
+
+    with pytest.raises(TrackingError) as caught:
+        open_trackers(LoggingConfig(mlflow=MlflowConfig(tracking_uri="nosuchscheme://x")), tmp_path, {})
+    text = str(caught.value)
+    assert text.startswith("logging.mlflow: MLflow could not start a run at nosuchscheme://x (") and "\n" not in text
+    assert text.endswith("or a folder (file:./mlruns, with MLFLOW_ALLOW_FILE_STORE=true)")
+    assert not (tmp_path / TRACKING_FILE).exists()
