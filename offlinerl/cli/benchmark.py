@@ -14,6 +14,7 @@ __all__ = ["register"]
 EPILOG = """examples:
   offlinerl benchmark classic --algorithms bc,iql --seeds 0,1,2
   offlinerl benchmark maze2d --size small --algorithms bc,td3bc,cql,iql,rebrac --seeds 0,1,2 --updates 100000
+  offlinerl benchmark locomotion --size small --seeds 0,1,2 --updates 100000
   offlinerl benchmark --resume benchmarks/runs/maze2d-20261203T120000Z
 """
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stratified bootstrap 95%% interval) and curves.png. Generated datasets are made on demand "
         "(docs/benchmark.md).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("suite", nargs="?", help="suite name: classic, maze2d (not with --resume)")
+    p.add_argument("suite", nargs="?", help="suite name: classic, maze2d, locomotion (not with --resume)")
     p.add_argument("--algorithms", metavar="A1,A2,...", help="algorithms (default: the suite's)")
     p.add_argument("--seeds", default="0", metavar="S1,S2,...", help="seeds, one run each (default: 0)")
     p.add_argument("--datasets", metavar="D1,D2,...", help="a subset of the suite's datasets (default: all)")
