@@ -216,7 +216,7 @@ def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit):
             _check_space_column(find, rb, name, space, np.maximum(lengths[name], 0), is_obs)
 
     summary = {
-        "row": list(range(offset, offset + n)),
+        "row": list(range(offset + 1, offset + n + 1)),  # 1-based, as converters and editors count
         S.EPISODE_ID: ids,
         S.AGENT_ID: pylist(S.AGENT_ID),
         S.CHUNK_INDEX: pylist(S.CHUNK_INDEX),
@@ -250,5 +250,5 @@ def check_unit(
             bad[check] += int(find.mask[check].sum())
             for r, (detail, value) in sorted(find.detail[check].items()):
                 if len(examples[check]) < max_examples:
-                    examples[check].append([offset + r, ids[r], detail, value])
+                    examples[check].append([offset + r + 1, ids[r], detail, value])  # 1-based
     return {"rows": summary, "bad": bad, "examples": examples}

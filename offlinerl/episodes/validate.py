@@ -76,7 +76,8 @@ class Example:
     file: str | None
     """Data file name (``dataset.json`` for metadata problems)."""
     row: int | None
-    """Row index within ``file`` (0-based), if the problem is one row."""
+    """Row of ``file``, if the problem is one row: 1-based, the first row is row 1 (as the converters number the
+    records of their inputs, and as an editor or ``pandas.read_parquet(file).iloc[row - 1]`` finds it)."""
     episode_id: str | None
     """``episode_id`` of that row, if known."""
     detail: str

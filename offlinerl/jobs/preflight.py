@@ -4,7 +4,8 @@
 ``preflight`` reads only ``dataset.json`` and the config; it never starts Ray, builds a model or reads the
 data. What it refuses, it refuses with the same one-line error the job would have raised later:
 
-- the dataset is not a dataset directory (``DatasetInfoError``);
+- the dataset is not a directory (``DatasetInfoError``; a directory whose ``dataset.json`` is missing or broken is
+  left to the validator, which reports all that is wrong with it);
 - ``--output`` already holds something, is a file, or lies where no writer may write, e.g. inside the dataset
   (``RunDirError``, the checks of :func:`offlinerl.jobs.run_dir.new_run_dir`);
 - the algorithm cannot train on the dataset's action space, e.g. TD3+BC on Discrete actions (the algorithm's
@@ -20,7 +21,7 @@ from typing import Callable
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import ConfigError
-from offlinerl.episodes.info import read_info
+from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
@@ -30,10 +31,15 @@ __all__ = ["preflight", "check_gpus", "stop_note"]
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
               resuming: bool, log: Callable[[str], None]) -> None:
     """Refuse what is wrong with a job before Ray starts (see the module's docstring); log a stop-rounding note."""
-    info = read_info(dataset)
+    if not Path(dataset).is_dir():
+        raise DatasetInfoError(f"{dataset}: not a dataset directory")
+    try:
+        info = read_info(dataset)
+    except DatasetInfoError:
+        info = None  # the validator, next, reports everything wrong with it (and --skip-validation still refuses it)
     if run_dir is not None and not resuming:  # --output; a default run directory is new (a time stamp in its name)
         check_new_run_dir(Path(run_dir), inputs=[dataset])
-    if not info.module_ids or len(info.module_ids) == 1:  # one module: the dataset's spaces are its spaces
+    if info is not None and (not info.module_ids or len(info.module_ids) == 1):  # one module: the dataset's spaces are its spaces
         config.learner_connectors(info.observation_space, info.action_space)
     check_gpus(config.num_gpus_per_learner)
     note = None if resuming else stop_note(stop, config.updates_per_iteration)

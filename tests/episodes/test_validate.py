@@ -17,7 +17,7 @@ from tests.episodes.builders import make_episode, write_raw
 
 OBS = gym.spaces.Box(np.array([-1.0, -np.inf], np.float32), np.array([1.0, np.inf], np.float32), dtype=np.float32)
 ACT = gym.spaces.Discrete(3, start=1)
-BAD = 4  # ep-4 is row 1 of part-00001.parquet
+BAD = 4  # ep-4 is row 2 of part-00001.parquet
 
 
 def _episodes(act_space=ACT, n=6):
@@ -155,7 +155,7 @@ def test_lengths(tmp_path, ray_session, capsys, change, message):
     _rewrite(path, change)
     code, out = _validate(capsys, path)
     assert code == 1, out
-    examples = _assert_flagged(out, "lengths", "part-00001.parquet row 1 episode 'ep-4'")
+    examples = _assert_flagged(out, "lengths", "part-00001.parquet row 2 episode 'ep-4'")
     assert message in examples[0]
 
 
@@ -172,7 +172,7 @@ def test_lengths_extra_column(tmp_path, ray_session, capsys):
     _rewrite(path, lambda t: _truncate(t, "action_logp", 1, 1))
     code, out = _validate(capsys, path)
     assert code == 1
-    examples = _assert_flagged(out, "lengths", "part-00001.parquet row 1 episode 'ep-4'")
+    examples = _assert_flagged(out, "lengths", "part-00001.parquet row 2 episode 'ep-4'")
     assert "len(action_logp) = 1, expected T = 4" in examples[0]
 
 
@@ -184,7 +184,7 @@ def test_flags(tmp_path, ray_session, capsys):
 
     code, out = _validate(capsys, _craft(tmp_path, mutate=both))
     assert code == 1
-    _assert_flagged(out, "flags", "part-00001.parquet row 1 episode 'ep-4': terminated and truncated are both true")
+    _assert_flagged(out, "flags", "part-00001.parquet row 2 episode 'ep-4': terminated and truncated are both true")
 
 
 # 5. finite ---------------------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def _set(attr, index, value):
 def test_finite(tmp_path, ray_session, capsys, mutate, message):
     code, out = _validate(capsys, _craft(tmp_path, mutate=mutate))
     assert code == 1, out
-    examples = _assert_flagged(out, "finite", "part-00001.parquet row 1 episode 'ep-4'")
+    examples = _assert_flagged(out, "finite", "part-00001.parquet row 2 episode 'ep-4'")
     assert message in examples[0]
 
 
@@ -226,14 +226,14 @@ def test_finite_allows_inf_where_the_bound_is_infinite(tmp_path, ray_session, ca
 def test_actions_outside_space(tmp_path, ray_session, capsys, space, value, message):
     code, out = _validate(capsys, _craft(tmp_path, mutate=_set("actions", 2, value), act_space=space))
     assert code == 1, out
-    examples = _assert_flagged(out, "actions", "part-00001.parquet row 1 episode 'ep-4'")
+    examples = _assert_flagged(out, "actions", "part-00001.parquet row 2 episode 'ep-4'")
     assert message in examples[0]
 
 
 def test_observations_outside_space_is_a_warning(tmp_path, ray_session, capsys):
     code, out = _validate(capsys, _craft(tmp_path, mutate=_set("obs", (2, 0), 1.25)))
     assert code == 0, out
-    examples = _assert_flagged(out, "observations", "part-00001.parquet row 1 episode 'ep-4'", tag="WARN")
+    examples = _assert_flagged(out, "observations", "part-00001.parquet row 2 episode 'ep-4'", tag="WARN")
     assert "obs[2][0] = 1.25, allowed [-1.0, 1.0]" in examples[0]
     assert "VALID with 1 warning(s)" in out
 
@@ -265,7 +265,7 @@ def test_nested_spaces_name_the_leaf(tmp_path, ray_session, capsys, obs_name, ac
         assert code == 0, out
         return
     assert code == 1, out
-    examples = _assert_flagged(out, check, "part-00001.parquet row 1 episode 'ep-4'")
+    examples = _assert_flagged(out, check, "part-00001.parquet row 2 episode 'ep-4'")
     assert message in examples[0]
 
 
@@ -277,8 +277,8 @@ def test_episode_ids_unique(tmp_path, ray_session, capsys):
 
     code, out = _validate(capsys, _craft(tmp_path, mutate=rename, num_episodes=5))
     assert code == 1
-    examples = _assert_flagged(out, "episode_ids", "part-00001.parquet row 1 episode 'ep-1'")
-    assert "also at part-00000.parquet row 1" in examples[0]
+    examples = _assert_flagged(out, "episode_ids", "part-00001.parquet row 2 episode 'ep-1'")
+    assert "also at part-00000.parquet row 2" in examples[0]
 
 
 def _chunked_dataset(tmp_path, change):
@@ -294,10 +294,10 @@ def _with(chunk, **kw):
 
 
 @pytest.mark.parametrize("change,where,message", [
-    (lambda c: [c[0], c[2]], "row 1 episode 'ep-9'", "chunk_index 2, expected 1 (chunks present: [0, 2])"),
-    (lambda c: [c[1], c[2]], "row 0 episode 'ep-9'", "chunk_index 1, expected 0"),
-    (lambda c: [c[0], c[1], _with(c[2], t_start=9)], "row 2 episode 'ep-9'", "t_start 9, expected 8"),
-    (lambda c: [_with(c[0], truncated=True), c[1], c[2]], "row 0 episode 'ep-9'",
+    (lambda c: [c[0], c[2]], "row 2 episode 'ep-9'", "chunk_index 2, expected 1 (chunks present: [0, 2])"),
+    (lambda c: [c[1], c[2]], "row 1 episode 'ep-9'", "chunk_index 1, expected 0"),
+    (lambda c: [c[0], c[1], _with(c[2], t_start=9)], "row 3 episode 'ep-9'", "t_start 9, expected 8"),
+    (lambda c: [_with(c[0], truncated=True), c[1], c[2]], "row 1 episode 'ep-9'",
      "chunk 0 is truncated but chunk 2 follows"),
 ])
 def test_chunks_contiguous(tmp_path, ray_session, capsys, change, where, message):
@@ -355,7 +355,7 @@ def test_row_index_within_file(tmp_path, ray_session, capsys, row_group_size):
     path = write_raw(tmp_path / "ds", [eps[:2], eps[2:]], OBS, ACT, row_group_size=row_group_size)
     code, out = _validate(capsys, path)
     assert code == 1
-    _assert_flagged(out, "finite", "part-00001.parquet row 64 episode 'ep-66': rewards[0] = nan")
+    _assert_flagged(out, "finite", "part-00001.parquet row 65 episode 'ep-66': rewards[0] = nan")
 
 
 def test_json_report_and_max_examples(tmp_path, ray_session, capsys):
@@ -369,8 +369,8 @@ def test_json_report_and_max_examples(tmp_path, ray_session, capsys):
     assert code == 1 and report["exit_code"] == 1 and not report["valid"]
     assert finite["status"] == "failed" and finite["count"] == 3
     assert finite["examples"] == [
-        {"file": "part-00000.parquet", "row": 1, "episode_id": "ep-1", "detail": "rewards[0] = inf", "value": "inf"},
-        {"file": "part-00000.parquet", "row": 2, "episode_id": "ep-2", "detail": "rewards[0] = inf", "value": "inf"},
+        {"file": "part-00000.parquet", "row": 2, "episode_id": "ep-1", "detail": "rewards[0] = inf", "value": "inf"},
+        {"file": "part-00000.parquet", "row": 3, "episode_id": "ep-2", "detail": "rewards[0] = inf", "value": "inf"},
     ]
     code, out = _validate(capsys, path, "--max-examples", "1")
     assert "... and 2 more" in out

@@ -35,7 +35,7 @@ from tests.episodes.builders import make_episode, write_raw
 OBS = gym.spaces.Box(np.array([-1.0, -1.0, -8.0], np.float32), np.array([1.0, 1.0, 8.0], np.float32), dtype=np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
 ENV = "Pendulum-v1"
-PART = "part-00001.parquet"  # ep-4 is its row 1
+PART = "part-00001.parquet"  # ep-4 is its row 2
 
 
 def _episodes(n: int = 6, steps: int | None = None) -> list:
@@ -115,7 +115,7 @@ def _both_flags(eps: list) -> None:
 
 
 def _duplicate_row(eps: list) -> None:
-    eps.insert(4, replace(eps[1]))  # ep-1 again, as row 1 of part-00001
+    eps.insert(4, replace(eps[1]))  # ep-1 again, as row 2 of part-00001
 
 
 def _chunked(change: Callable[[list], list]) -> Callable[[Path], Path]:
@@ -145,11 +145,11 @@ def _write_file(name: str, data: bytes | pa.Table) -> Callable[[Path], None]:
 #: ``id: (builder, the check that fails, a piece of its message)``. The first 16 used to train (exit 0),
 #: the last 8 used to end in a traceback.
 CORRUPTIONS: dict[str, tuple[Callable[[Path], Path], str, str]] = {
-    "nan-reward": (_craft(_set_step("rewards", 2, np.nan)), "finite", f"{PART} row 1 episode 'ep-4': rewards[2] = nan"),
+    "nan-reward": (_craft(_set_step("rewards", 2, np.nan)), "finite", f"{PART} row 2 episode 'ep-4': rewards[2] = nan"),
     "posinf-reward": (_craft(_set_step("rewards", 0, np.inf)), "finite", "rewards[0] = inf"),
     "neginf-reward": (_craft(_set_step("rewards", 1, -np.inf)), "finite", "rewards[1] = -inf"),
     "nan-observation": (_craft(_set_step("obs", (3, 1), np.nan)), "finite", "obs[3][1] = nan"),
-    "duplicated-row": (_craft(_duplicate_row), "episode_ids", f"{PART} row 1 episode 'ep-1'"),
+    "duplicated-row": (_craft(_duplicate_row), "episode_ids", f"{PART} row 2 episode 'ep-1'"),
     "obs-dtype": (_then(_craft(), _rewrite(_cast("obs", pa.list_(pa.list_(pa.float64(), 3))))), "schema",
                   "column 'obs': expected list<fixed_size_list<float>[3]>, got list<fixed_size_list<double>[3]>"),
     "reward-dtype": (_then(_craft(), _rewrite(_cast("rewards", pa.list_(pa.float64())))), "schema",

@@ -199,7 +199,7 @@ def test_every_sweep_trial_validates_its_own_dataset(job, ray_session, tmp_path,
     assert (sweep / "trials" / first / "result.json").is_file()  # the valid dataset's trial ran
     not_run = [line for line in err.splitlines() if line.startswith(f"offlinerl sweep: trial {second} ")]
     assert not_run == [f"offlinerl sweep: trial {second} not run: {bad} failed validation (finite: "
-                       f"part-00000.parquet row 1 episode 'ep1': rewards[2] = nan)"], err
+                       f"part-00000.parquet row 2 episode 'ep1': rewards[2] = nan)"], err
     assert f"1 trial(s) failed: {second}" in err
     assert not (sweep / "trials" / second).exists()  # no update: no run directory at all
     assert "rewards[2] = nan" in (sweep / "trials" / f"{second}.log").read_text()
