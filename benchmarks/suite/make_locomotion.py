@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at OUT")
     args = p.parse_args(argv)
     if args.train:
-        task, budget = L.TASKS[args.train], L.AGENT_BUDGETS[args.budget]
+        task = L.TASKS[args.train]
+        budget = task.budget(args.budget)
         run = args.runs / f"{task.name}-{args.budget}"
         started = time.perf_counter()
         result = L.train_agent(task, run, budget, log=lambda m: print(m, flush=True))

@@ -38,12 +38,13 @@ def _steps(path):
 def test_the_levels_hold_what_the_recipe_says(tiny):
     root, out = tiny
     run = root / "_agents" / "hopper-tiny"
-    levels = L.select_levels(run)
-    # expert = the final checkpoint; medium = the periodic one closest to 1/3 of its evaluation
+    random = json.loads((run / "policies" / "agents.json").read_text())["agents"]["hopper"]["references"]["random"]
+    levels = L.select_levels(run, random)
+    # expert = the final checkpoint; medium = the periodic one closest to 1/3 of its evaluation, from random
     assert levels["expert"]["iteration"] == L.AGENT_BUDGETS["tiny"].iterations
     candidates = [json.loads((p / "algorithm.json").read_text()) for p in (run / "checkpoints").iterdir()
                   if p.name != "final"]
-    target = levels["expert"]["eval_return"] / 3
+    target = random + (levels["expert"]["eval_return"] - random) / 3
     best = min(candidates, key=lambda m: abs(m["last_eval"]["eval/return_mean"] - target))
     assert levels["medium"]["iteration"] == best["iteration"]
     for level, path in out.items():
