@@ -21,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Runs as a Ray Data job, so datasets larger than memory work.",
     )
     parser.add_argument("path", metavar="PATH", help="dataset directory (dataset.json + *.parquet)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also draw return and length histograms into this PNG")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="also draw return and length histograms into this image: .png, .jpg/.jpeg, .svg or .pdf "
+                        "(the type follows the suffix; another suffix is refused before anything is read)")
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON instead of text")
     parser.add_argument(
         "--max-dims", type=int, default=16, metavar="N", help="dimensions listed per leaf in the text (default 16)"
@@ -33,8 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.info import DatasetInfoError
     from offlinerl.ray_utils import quiet_ray_data
-    from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_stats
+    from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_format, plot_stats
 
+    if args.plot:
+        try:
+            plot_format(args.plot)  # before the dataset is read (and Ray started)
+        except StatsError as exc:
+            print(f"offlinerl inspect: --plot {exc}", file=sys.stderr)
+            return 2
     quiet_ray_data()
 
     try:

@@ -275,8 +275,23 @@ def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
     return "\n".join(lines)
 
 
+#: Image types ``plot_stats`` writes, by the output's suffix.
+PLOT_FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".svg": "svg", ".pdf": "pdf"}
+
+
+def plot_format(out: str | Path) -> str:
+    """The image type ``out``'s suffix names (``PLOT_FORMATS``); a :class:`StatsError` for any other suffix, so
+    that ``x.jpg`` is a JPEG and ``x.gif`` is refused, not PNG bytes under another name."""
+    suffix = Path(out).suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        raise StatsError(f"{out}: cannot write a {suffix or 'suffix-less'} image; name a "
+                         f"{', '.join(PLOT_FORMATS)} file")
+    return PLOT_FORMATS[suffix]
+
+
 def plot_stats(stats: dict[str, Any], out: str | Path, *, overwrite: bool = True) -> Path:
-    """Draw the return and length histograms of :func:`dataset_stats`' result into the PNG ``out``; its path.
+    """Draw the return and length histograms of :func:`dataset_stats`' result into the image ``out`` (its type from
+    its suffix: :func:`plot_format`); its path.
 
     Written atomically (``offlinerl.episodes.atomic.atomic_file``): never the dataset or a file inside it or
     inside any dataset or checkpoint, never over a directory; an existing file is replaced unless
@@ -286,6 +301,7 @@ def plot_stats(stats: dict[str, Any], out: str | Path, *, overwrite: bool = True
     from matplotlib.figure import Figure
 
     inputs = [stats["path"]]
+    image_format = plot_format(out)
     try:
         target = check_output_file(out, overwrite, inputs=inputs)
     except (OutputExistsError, OutputWriteError) as exc:
@@ -305,7 +321,7 @@ def plot_stats(stats: dict[str, Any], out: str | Path, *, overwrite: bool = True
     fig.tight_layout()
     try:
         with atomic_file(target, overwrite, inputs=inputs) as tmp:
-            fig.savefig(tmp, format="png")
+            fig.savefig(tmp, format=image_format)
     except (OutputExistsError, OutputWriteError) as exc:
         raise StatsError(str(exc)) from None
     return target

@@ -95,6 +95,14 @@ def test_inspect_cli_text_json_and_plot(crafted, tmp_path, ray_session, capsys):
     assert json.loads(capsys.readouterr().out)["episodes"] == 3
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    jpg = tmp_path / "plots" / "hist.jpg"
+    assert main(["inspect", str(crafted), "--plot", str(jpg)]) == 0
+    assert jpg.read_bytes()[:3] == b"\xff\xd8\xff"  # a JPEG, not PNG bytes under a .jpg name
+    capsys.readouterr()
+    assert main(["inspect", str(crafted), "--plot", str(tmp_path / "hist.gif")]) == 2
+    assert capsys.readouterr().err == (f"offlinerl inspect: --plot {tmp_path / 'hist.gif'}: cannot write a .gif "
+                                       "image; name a .png, .jpg, .jpeg, .svg, .pdf file\n")
+    assert not (tmp_path / "hist.gif").exists()
 
 
 def test_inspect_unreadable(tmp_path, ray_session, capsys):
