@@ -1,7 +1,10 @@
 """Data operations at 10M steps under the memory cap of docs/scaling.md: ``filter --top 10%``, ``dedup``, ``stats``.
 
     PYTHONPATH=. python benchmarks/data_ops.py make --copies 196 -o /tmp/cartpole-10M   # 196 x 51,250 steps
-    PYTHONPATH=. nice -n 10 python benchmarks/data_ops.py run /tmp/cartpole-10M --out benchmarks/results/data_ops.json
+    PYTHONPATH=. python benchmarks/data_ops.py make --copies 20 -o /tmp/cartpole-1M      # the same at 1M
+    PYTHONPATH=. nice -n 10 python benchmarks/data_ops.py run /tmp/cartpole-1M /tmp/cartpole-10M \
+        --out benchmarks/results/data_ops.json
+    PYTHONPATH=. python benchmarks/data_ops.py table benchmarks/results/data_ops.json
 
 ``make`` repeats ``datasets/cartpole-mixed`` (502 episodes, 51,250 steps) ``--copies`` times, one parquet file per
 copy, each episode id prefixed with its copy (``r017-...``): the rows are the shipped ones, so every copy
@@ -57,31 +60,46 @@ def make(copies: int, out: Path) -> None:
     print(f"wrote {out}: {info.num_episodes:,} episodes, {info.num_steps:,} steps in {copies} files")
 
 
-def run(dataset: Path, out: Path, cap_gib: float, object_store_mib: int, workdir: Path) -> None:
+def run(datasets: list[Path], out: Path, cap_gib: float, object_store_mib: int, workdir: Path) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     cap = int(cap_gib * 2**30)
     env = {"RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES": str(object_store_mib << 20),
            "OFFLINERL_CACHE_DIR": str(workdir / "cache")}
-    info = json.loads((dataset / "dataset.json").read_text())
-    ops = {"filter": ["filter", str(dataset), "--top", "10%", "-o", str(workdir / "filtered"), "--overwrite"],
-           "dedup": ["dedup", str(dataset), "-o", str(workdir / "deduped"), "--overwrite"],
-           "stats": ["stats", str(dataset), "-o", str(workdir / "card.json"), "--png", str(workdir / "card.png"),
-                     "--overwrite"]}
     rows = []
-    for name, args in ops.items():
-        cmd = [sys.executable, "-m", "offlinerl.cli", "data", *args]
-        row = {"op": name, "command": "offlinerl data " + " ".join(args), **measure(name, cmd, cap, workdir, env)}
-        row["printed"] = [line for line in (workdir / f"{name}.log").read_text().splitlines()
-                          if line.startswith(("kept", "removed", "wrote", "coverage"))][:4]
-        row.pop("pss_samples", None)
-        rows.append(row)
-        print(json.dumps({k: row[k] for k in ("op", "exit_code", "wall_s", "peak_pss_bytes", "printed")}), flush=True)
-        out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                                   "dataset": str(dataset), "num_steps": info["num_steps"],
-                                   "num_episodes": info["num_episodes"],
-                                   "parquet_bytes": sum(f.stat().st_size for f in dataset.glob("*.parquet")),
-                                   "cap_gib": cap_gib, "object_store_mib": object_store_mib, "runs": rows},
-                                  indent=1) + "\n")
+    for dataset in datasets:
+        info = json.loads((dataset / "dataset.json").read_text())
+        size = {"dataset": str(dataset), "num_steps": info["num_steps"], "num_episodes": info["num_episodes"],
+                "parquet_bytes": sum(f.stat().st_size for f in dataset.glob("*.parquet"))}
+        here = workdir / dataset.name
+        ops = {"filter": ["filter", str(dataset), "--top", "10%", "-o", str(here / "filtered"), "--overwrite"],
+               "dedup": ["dedup", str(dataset), "-o", str(here / "deduped"), "--overwrite"],
+               "stats": ["stats", str(dataset), "-o", str(here / "card.json"), "--png", str(here / "card.png"),
+                         "--overwrite"]}
+        here.mkdir(parents=True, exist_ok=True)
+        for name, args in ops.items():
+            cmd = [sys.executable, "-m", "offlinerl.cli", "data", *args]
+            row = {"op": name, **size, "command": "offlinerl data " + " ".join(args),
+                   **measure(name, cmd, cap, here, env)}
+            row["printed"] = [line for line in (here / f"{name}.log").read_text().splitlines()
+                              if line.startswith(("kept", "removed", "wrote", "coverage"))][:4]
+            row.pop("pss_samples", None)
+            rows.append(row)
+            print(json.dumps({k: row[k] for k in ("op", "num_steps", "exit_code", "wall_s", "peak_pss_bytes")}),
+                  flush=True)
+            out.write_text(json.dumps({"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                                       "cap_gib": cap_gib, "object_store_mib": object_store_mib, "runs": rows},
+                                      indent=1) + "\n")
+
+
+def table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    lines = ["| operation | steps | episodes | parquet MiB | wall s | peak PSS GiB | cgroup peak GiB | OOM kills |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+        lines.append(f"| {r['op']} | {r['num_steps']:,} | {r['num_episodes']:,} | {r['parquet_bytes'] / 2**20:.0f} | "
+                     f"{r['wall_s']:.0f} | {r['peak_pss_bytes'] / 2**30:.2f} | "
+                     f"{r.get('cgroup_peak_bytes', 0) / 2**30:.2f} | {r.get('cgroup_oom_kills', '—')} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -91,16 +109,20 @@ def main() -> None:
     m.add_argument("--copies", type=int, default=196)
     m.add_argument("-o", "--output", type=Path, required=True)
     r = sub.add_parser("run")
-    r.add_argument("dataset", type=Path)
+    r.add_argument("datasets", type=Path, nargs="+")
     r.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "data_ops.json")
     r.add_argument("--cap-gib", type=float, default=2.5)
     r.add_argument("--object-store-mib", type=int, default=512)
     r.add_argument("--workdir", type=Path, default=Path("/tmp/data-ops-bench"))
+    t = sub.add_parser("table")
+    t.add_argument("results", type=Path)
     args = parser.parse_args()
     if args.cmd == "make":
         make(args.copies, args.output)
+    elif args.cmd == "table":
+        print(table(args.results))
     else:
-        run(args.dataset.resolve(), args.out, args.cap_gib, args.object_store_mib, args.workdir)
+        run([d.resolve() for d in args.datasets], args.out, args.cap_gib, args.object_store_mib, args.workdir)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,24 +26,41 @@ JOBS = {"cartpole": ("jobs/cartpole-bc.yaml", "datasets/cartpole-mixed"),
         "pendulum": ("jobs/pendulum-bc.yaml", "datasets/pendulum-mixed")}
 
 
-def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "offlinerl", *args], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+def _cli(*args: str, attempts: int = 1, clean: Path | None = None) -> None:
+    """Run ``offlinerl ARGS``; on a busy machine Ray may time out starting, so up to ``attempts`` times
+    (``clean``: the run directory a failed attempt left, removed before the next)."""
+    for attempt in range(attempts):
+        if subprocess.run([sys.executable, "-m", "offlinerl", *args], cwd=ROOT, stdout=subprocess.DEVNULL).returncode == 0:
+            return
+        if clean is not None:
+            shutil.rmtree(clean, ignore_errors=True)
+    raise SystemExit(f"offlinerl {' '.join(args)} failed {attempts} time(s)")
+
+
+def _done(out: Path) -> set[tuple[str, str, int]]:
+    if not out.exists():
+        return set()
+    return {(r["job"], r["variant"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())}
 
 
 def run(seeds: list[int], work: Path, out: Path, top: str) -> None:
     from offlinerl.scoring import score_for_dataset
 
     work.mkdir(parents=True, exist_ok=True)
+    done = _done(out)  # a rerun continues where a stopped one ended
     for name, (job, dataset) in JOBS.items():
         filtered = work / f"{name}-top"
         if not filtered.exists():
             _cli("data", "filter", dataset, "--top", top, "-o", str(filtered))
         for seed in seeds:
             for variant, data in (("whole", str(ROOT / dataset)), (f"top {top}", str(filtered))):
+                if (job, variant, seed) in done:
+                    continue
                 run_dir = work / f"{name}-{variant.replace(' ', '').replace('%', 'pct')}-s{seed}"
+                shutil.rmtree(run_dir, ignore_errors=True)
                 started = time.time()
                 _cli("train", job, "--set", f"dataset={data}", "--set", f"config.seed={seed}", "-o", str(run_dir),
-                     "--no-progress")
+                     "--no-progress", attempts=3, clean=run_dir)
                 result = json.loads((run_dir / "result.json").read_text())
                 final = result["final_eval_return"]
                 row = {"job": job, "variant": variant, "seed": seed, "dataset": data,

@@ -147,6 +147,8 @@ def filter_dataset(path: str | Path, out: str | Path, config: FilterConfig, *, o
         report["listed_ids_missing"] = len(set(config.episodes) - set(episodes.ids.tolist()))
     _refuse_empty(int(keep.sum()), path, "filter")
     params = {k: v for k, v in asdict(config).items() if v not in (None, ())}
+    if config.top is None and config.bottom is None:
+        params.pop("rank_by")  # (its default: nothing was ranked)
     if "episodes" in params:
         params["episodes"] = f"{len(config.episodes)} listed ids"
     if "exclude" in params:

@@ -42,6 +42,11 @@ def is_fingerprint(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
+def _per_row(values: np.ndarray, n: int) -> np.ndarray:
+    """``values`` (n * k leading entries) as n rows of k (also for n = 0 or k = 0)."""
+    return values.reshape(n, values.size // n if n else 0)
+
+
 def _leaves(arr: pa.Array) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
     """``(dtype, values (n, k) or (n,), nulls or None)`` per leaf of an array of n step values."""
     n = len(arr)
@@ -55,7 +60,7 @@ def _leaves(arr: pa.Array) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
     if pa.types.is_fixed_size_list(tp):
         size = tp.list_size
         values = arr.values.slice(arr.offset * size, n * size)
-        return [(dt, v.reshape(n, -1), None if m is None else m.reshape(n, -1)) for dt, v, m in _leaves(values)] + (
+        return [(dt, _per_row(v, n), None if m is None else _per_row(m, n)) for dt, v, m in _leaves(values)] + (
             [("list-nulls", nulls, None)] if nulls is not None else [])
     if pa.types.is_string(tp) or pa.types.is_large_string(tp) or pa.types.is_binary(tp):
         return [("str", np.asarray(arr.to_pylist(), dtype=object), None)]

@@ -51,7 +51,7 @@ def test_lineage_chains_filter_then_sample(data, tmp_path):
     assert [e["operation"] for e in lineage] == ["write_dataset", "filter", "sample"]
     assert lineage[1]["parents"] == [read_info(data).fingerprint] == [lineage[0]["fingerprint"]]
     assert lineage[2]["parents"] == [lineage[1]["fingerprint"]] == [first.info.fingerprint]
-    assert lineage[1]["parameters"] == {"min_return": 2, "rank_by": "return"}
+    assert lineage[1]["parameters"] == {"min_return": 2}
     assert lineage[2]["parameters"] == {"episodes": 3, "seed": 4, "bins": 20}
     assert lineage[2]["fingerprint"] == second.info.fingerprint == dataset_fingerprint(second.path)
     assert lineage[2]["tool"].startswith("offlinerl ")
