@@ -63,7 +63,7 @@ import time, json
 T0 = time.time()
 import torch, ray
 t_import = time.time() - T0
-ray.init(include_dashboard=False, logging_level=30, log_to_driver=False)
+ray.init(address="local", include_dashboard=False, logging_level=30, log_to_driver=False)
 t_ray = time.time() - T0
 torch.set_num_threads(1)
 net = torch.nn.Sequential(torch.nn.Linear(3, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
