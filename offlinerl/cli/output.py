@@ -4,7 +4,8 @@ The library logs through the ``offlinerl`` logger (``offlinerl.ray_utils``: the 
 writers' and validators' warnings); a command shows those records on stderr as ``offlinerl CMD: message``:
 
 - default (``info``): warnings and progress lines (``starting Ray (local, 2 CPUs) ...``), progress bars;
-- ``--quiet`` (``warning``): warnings, errors and the command's result only; no progress bars;
+- ``--quiet`` (``warning``): no progress bars or progress lines, no Ray line; warnings, errors, the job's own
+  messages and the command's result stay;
 - ``-v`` (``debug``): also offlinerl's debug lines, Ray's own INFO lines and its workers' output, Ray Data's
   progress bars.
 """
@@ -32,7 +33,8 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
         return
     group = parser.add_argument_group("output")
     group.add_argument("--quiet", "-q", action="store_true",
-                       help="print only warnings, errors and the result: no progress bars, no 'starting Ray' line")
+                       help="fewer lines: no progress bars or progress lines, no 'starting Ray' line (warnings, errors "
+                       "and the result stay)")
     group.add_argument("--verbose", "-v", action="count", default=0,
                        help="print more: offlinerl's debug lines, Ray's own log lines, its workers' output and "
                        "Ray Data's progress bars")
