@@ -90,12 +90,15 @@ class AgentBudget:
     iterations: int
     """Online iterations (each: env steps, then updates)."""
     env_steps_per_iteration: int
+    """Env steps sampled (``forward_exploration``) before each iteration's updates."""
     updates_per_iteration: int
+    """Gradient updates per iteration (per env step: this / ``env_steps_per_iteration``)."""
     hidden: tuple[int, ...]
     """Widths of the actor's and the twin critics' hidden layers."""
     checkpoint_interval: int
     """Iterations between checkpoints and evaluations: the candidates for ``medium``."""
     eval_episodes: int = EVAL_EPISODES
+    """Episodes per evaluation (reset seeds 10000...)."""
     wall_time_s: float | None = None
     """Also stop after this much training time (None: only ``iterations``)."""
 
