@@ -189,6 +189,7 @@ def run_finetune(
     result = {
         "algorithm": algo.name,
         "from_checkpoint": str(spec.checkpoint) if spec.checkpoint else None,
+        "dataset_fingerprint": algo.offline_data.info.fingerprint,
         "env": algo.online_env_id(),
         "checkpoint_eval_return": checkpoint_eval,
         "initial_eval_return": initial_eval,

@@ -146,6 +146,7 @@ def run_train(
     result = {
         "algorithm": spec.algorithm,
         "dataset": spec.dataset,
+        "dataset_fingerprint": algo.offline_data.info.fingerprint,
         "env": algo.config.evaluation.env or algo.offline_data.info.env_id,
         "iterations": algo.iteration,
         "updates": algo.num_updates,

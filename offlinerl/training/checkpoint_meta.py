@@ -66,6 +66,9 @@ class CheckpointMeta:
     """Weight versions sent to the env runners (online jobs; 0 otherwise)."""
     dataset: str | None = None
     """The job's dataset, as it named it."""
+    dataset_fingerprint: str | None = None
+    """The content fingerprint of the data it trained on (``dataset.json``'s; None: none recorded, or an older
+    checkpoint)."""
     env_id: str | None = None
     """The dataset's env id."""
     env_kwargs: Any = None
@@ -90,20 +93,23 @@ class CheckpointMeta:
         directory = Path(directory)
         meta = _read(directory)
         last_eval = meta.get("last_eval")
+        fingerprint = meta.get("dataset_fingerprint")
         return cls(
             file=directory / METADATA_FILE, format_version=meta["format_version"], algorithm=meta["algorithm"],
             config=meta["config"], observation_space=meta["observation_space"], action_space=meta["action_space"],
             module_class=meta["module_class"], learner_class=meta["learner_class"], module_ids=list(meta["module_ids"]),
             connector_state=meta["connector_state"], iteration=meta["iteration"], num_updates=meta["num_updates"],
             env_steps=meta["env_steps"], weights_seq_no=meta["weights_seq_no"], dataset=meta.get("dataset"),
-            env_id=meta.get("env_id"), env_kwargs=meta.get("env_kwargs"), best_eval_return=meta.get("best_eval_return"),
+            dataset_fingerprint=fingerprint if isinstance(fingerprint, str) else None, env_id=meta.get("env_id"),
+            env_kwargs=meta.get("env_kwargs"), best_eval_return=meta.get("best_eval_return"),
             last_eval=last_eval if isinstance(last_eval, dict) else {}, online=meta.get("online"),
             gate=meta.get("gate"), replay=meta.get("replay"), files=meta["files"],
         )
 
     def to_json(self) -> dict[str, Any]:
         """The fields as ``algorithm.json`` holds them (what ``write_checkpoint`` takes back as metadata)."""
-        out = {"algorithm": self.algorithm, "config": self.config, "dataset": self.dataset, "env_id": self.env_id,
+        out = {"algorithm": self.algorithm, "config": self.config, "dataset": self.dataset,
+               "dataset_fingerprint": self.dataset_fingerprint, "env_id": self.env_id,
                "env_kwargs": self.env_kwargs, "observation_space": self.observation_space,
                "action_space": self.action_space, "module_class": self.module_class, "module_ids": self.module_ids,
                "learner_class": self.learner_class, "connector_state": self.connector_state,

@@ -28,6 +28,7 @@ def metadata(algo: "Algorithm") -> dict[str, Any]:
         "algorithm": algo.name,
         "config": algo.config.to_dict(),
         "dataset": algo.dataset,
+        "dataset_fingerprint": info.fingerprint,
         "env_id": info.env_id,
         "env_kwargs": algo.eval_env_kwargs() if algo.can_evaluate else {},
         "observation_space": space_to_json(info.observation_space),
