@@ -109,7 +109,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", metavar="INPUT")
     p.add_argument("--top", metavar="K|P%", help="keep the best K episodes, or the best P%% (e.g. 10%%)")
     p.add_argument("--bottom", metavar="K|P%", help="keep the worst K episodes, or the worst P%%")
-    p.add_argument("--rank-by", choices=("return", "length"), default="return", help="what --top/--bottom rank by")
+    p.add_argument("--rank-by", default="return", metavar="return|length|EXPR",
+                   help="what --top/--bottom rank by: return (default), length, or an episode expression as --where "
+                   "takes, e.g. \"last(rewards)\" (how episodes ended)")
     p.add_argument("--min-return", type=float)
     p.add_argument("--max-return", type=float)
     p.add_argument("--min-length", type=int)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
@@ -68,14 +67,15 @@ class FilterConfig:
     """Then keep the best: a count (``"50"``) or a share (``"10%"``) of the episodes left, ranked by ``rank_by``."""
     bottom: str | None = None
     """Then keep the worst, as ``top``."""
-    rank_by: Literal["return", "length"] = "return"
-    """What ``top``/``bottom`` rank by (ties: the smaller episode id first)."""
+    rank_by: str = "return"
+    """What ``top``/``bottom`` rank by: ``return``, ``length``, or an episode expression as ``where`` takes, e.g.
+    ``"last(rewards)"`` (how the episode ended); ties: the smaller episode id first."""
 
     def __post_init__(self) -> None:
         if self.top is not None and self.bottom is not None:
             raise DataOpError("filter: give --top or --bottom, not both")
-        if self.rank_by not in ("return", "length"):
-            raise DataOpError(f"filter: --rank-by must be return or length, got {self.rank_by!r}")
+        if not self.rank_by.strip():
+            raise DataOpError("filter: --rank-by must be return, length or an episode expression")
         given = [self.min_return, self.max_return, self.min_length, self.max_length, self.where, self.episodes,
                  self.top, self.bottom]
         if all(v is None for v in given) and not self.exclude:
@@ -83,7 +83,12 @@ class FilterConfig:
                               "--min-length/--max-length, --where or --episodes/--exclude")
 
 
-def _keep_mask(episodes: EpisodeTable, cfg: FilterConfig, where) -> np.ndarray:
+def _names(episodes: EpisodeTable) -> dict:
+    return {"return": episodes.returns, "length": episodes.lengths, "terminated": episodes.terminated,
+            "truncated": episodes.truncated, "episode_id": episodes.ids, **episodes.values}
+
+
+def _keep_mask(episodes: EpisodeTable, cfg: FilterConfig, where, rank) -> np.ndarray:
     keep = np.ones(len(episodes), dtype=bool)
     for bound, values, cmp in ((cfg.min_return, episodes.returns, np.greater_equal),
                                (cfg.max_return, episodes.returns, np.less_equal),
@@ -92,9 +97,7 @@ def _keep_mask(episodes: EpisodeTable, cfg: FilterConfig, where) -> np.ndarray:
         if bound is not None:
             keep &= cmp(values, bound)
     if where is not None:
-        names = {"return": episodes.returns, "length": episodes.lengths, "terminated": episodes.terminated,
-                 "truncated": episodes.truncated, "episode_id": episodes.ids, **episodes.values}
-        value = where.evaluate(names)
+        value = where.evaluate(_names(episodes))
         if value.shape != keep.shape:
             value = np.broadcast_to(value, keep.shape)
         keep &= value.astype(bool)
@@ -105,7 +108,10 @@ def _keep_mask(episodes: EpisodeTable, cfg: FilterConfig, where) -> np.ndarray:
     if cfg.top is not None or cfg.bottom is not None:
         left = np.nonzero(keep)[0]
         if len(left):
-            score = (episodes.returns if cfg.rank_by == "return" else episodes.lengths)[left].astype(np.float64)
+            values = np.broadcast_to(rank.evaluate(_names(episodes)), (len(episodes),))
+            if values.dtype.kind not in "biuf":
+                raise DataOpError(f"--rank-by {cfg.rank_by!r}: ranks by a number; this gives text")
+            score = np.nan_to_num(values[left].astype(np.float64), nan=-np.inf)
             best_first = cfg.top is not None
             order = np.lexsort((np.arange(len(left)), -score if best_first else score))  # ids are sorted already
             count = rank_count(cfg.top if best_first else cfg.bottom, len(left),
@@ -135,13 +141,15 @@ def filter_dataset(path: str | Path, out: str | Path, config: FilterConfig, *, o
     where = None
     if config.where is not None:
         where = parse(config.where, names=WHERE_NAMES, columns=step_columns(info))
-    summary = summarise(path, columns=sorted({c for _, c in where.aggregates}) if where else (), desc="filter")
+    rank = parse(config.rank_by, names=WHERE_NAMES, columns=step_columns(info), what="--rank-by")
+    used = (where.aggregates if where else frozenset()) | rank.aggregates
+    summary = summarise(path, columns=sorted({c for _, c in used}), desc="filter")
     episodes = summary.episodes()
-    for agg, column in sorted(where.aggregates if where else ()):
+    for agg, column in sorted(used):
         if f"{agg}({column})" not in episodes.values:
-            raise DataOpError(f"--where: {agg}({column}): {column!r} is a text column; only first({column}) and "
+            raise DataOpError(f"{agg}({column}): {column!r} is a text column; only first({column}) and "
                               f"last({column}) apply")
-    keep = _keep_mask(episodes, config, where)
+    keep = _keep_mask(episodes, config, where, rank)
     report = _report(episodes, keep)
     if config.episodes is not None:
         report["listed_ids_missing"] = len(set(config.episodes) - set(episodes.ids.tolist()))

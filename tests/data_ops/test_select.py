@@ -38,6 +38,7 @@ def test_top_share_keeps_the_best_episodes_whole(data, tmp_path):
     (FilterConfig(where="terminated and max(rewards) < 3 or episode_id == 'e9'"), [0, 2, 9]),
     (FilterConfig(bottom="2", rank_by="length"), [0, 3]),             # length 2: e0, e3, e6, e9; ties by id
     (FilterConfig(episodes=("e1", "e4", "nope"), exclude=("e4",)), [1]),
+    (FilterConfig(top="2", rank_by="length * 10 - return"), [2, 5]),   # scores 38 and 35 lead
 ])
 def test_predicates_ranks_and_id_lists(data, tmp_path, config, kept):
     result = filter_dataset(data, tmp_path / "out", config)
