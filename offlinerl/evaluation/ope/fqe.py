@@ -47,8 +47,8 @@ class FQEConfig:
     iterations than that. 10,000 steps with a copy every 10 give 1,000 iterations; the previous
     5,000 steps of Polyak τ = 0.02 gave ~100 and estimated every good CartPole policy at ~52 when
     the truth was 72–99 (``benchmarks/ope_validation.py``). A 64×64 network is enough for
-    low-dimensional control and makes a step ~4× cheaper than 256×256 (~25 s per fit on one
-    loaded CPU core). Raise ``num_updates`` for γ closer to 1: the fit reports ``fqe/horizon_reached``
+    low-dimensional control and makes a step ~4× cheaper than 256×256 (the measured time of a fit at
+    these defaults is in docs/ope.md, "Timing"). Raise ``num_updates`` for γ closer to 1: the fit reports ``fqe/horizon_reached``
     = 1 − γ^iterations.
     """
 
