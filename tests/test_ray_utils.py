@@ -84,7 +84,8 @@ def test_a_dead_worker_is_a_ray_failure_and_a_tasks_own_error_is_not(ray_session
 
     import ray
 
-    from offlinerl.ray_utils import ray_failure
+    from offlinerl.cli import ray_failure_line
+    from offlinerl.ray_utils import RAY_FAILURE_HELP, ray_failure
 
     @ray.remote(max_retries=0)
     def dies():
@@ -97,6 +98,9 @@ def test_a_dead_worker_is_a_ray_failure_and_a_tasks_own_error_is_not(ray_session
     with pytest.raises(ray.exceptions.WorkerCrashedError) as crashed:
         ray.get(dies.remote())
     assert ray_failure(crashed.value).startswith("WorkerCrashedError: The worker died unexpectedly")
+    line = ray_failure_line("offlinerl validate", crashed.value)  # what offlinerl.cli.main prints, and exits 1
+    assert line.startswith("offlinerl validate: Ray failed (WorkerCrashedError: The worker died unexpectedly")
+    assert line.endswith(f"); {RAY_FAILURE_HELP}") and "\n" not in line
     with pytest.raises(ray.exceptions.RayTaskError) as own:
         ray.get(raises.remote())
     assert ray_failure(own.value) is None

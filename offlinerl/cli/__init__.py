@@ -83,13 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except Exception as exc:  # noqa: BLE001 - only a Ray failure is caught here; anything else is re-raised
-            from offlinerl.ray_utils import RayFailure, ray_failure
-
-            failure = ray_failure(exc)
-            if failure is None:
+            line = ray_failure_line(prefix, exc)
+            if line is None:
                 raise
-            print(f"{prefix}: {RayFailure(failure)}", file=sys.stderr)
+            print(line, file=sys.stderr)
             return 1
+
+
+def ray_failure_line(prefix: str, exc: BaseException) -> str | None:
+    """``PREFIX: Ray failed (...); what to do`` when ``exc`` is a Ray failure (``offlinerl.ray_utils.ray_failure``),
+    the one line a command prints for it instead of Ray's traceback; None for any other error."""
+    from offlinerl.ray_utils import RayFailure, ray_failure
+
+    failure = ray_failure(exc)
+    return None if failure is None else f"{prefix}: {RayFailure(failure)}"
 
 
 @contextlib.contextmanager
