@@ -13,16 +13,16 @@ itself is the one job loop, ``offlinerl.jobs.loop.run_job``, and the run directo
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.core import metrics as M
-from offlinerl.episodes.atomic import replace_file
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
+from offlinerl.jobs.plots import plot_learning_curve, reference_lines
+from offlinerl.jobs.preflight import preflight
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec, run_config
@@ -45,31 +45,6 @@ def _scores(dataset: str, values: Mapping[str, float | None]) -> dict[str, float
             if score is not None:
                 out[key.replace("_return", "_normalized_score")] = score
     return out
-
-
-def _plot(history: list[dict[str, float]], path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    evals = [(h[M.UPDATES], h[M.EVAL_RETURN_MEAN], h.get(M.EVAL_RETURN_STD, 0.0)) for h in history if M.EVAL_RETURN_MEAN in h]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    if evals:
-        x, y, s = zip(*evals)
-        axes[0].plot(x, y, marker="o")
-        axes[0].fill_between(x, [a - b for a, b in zip(y, s)], [a + b for a, b in zip(y, s)], alpha=0.2)
-    axes[0].set(xlabel="gradient updates", ylabel="evaluation return", title=title)
-    for key in sorted({k for h in history for k in h if k.startswith(M.LOSSES)}):
-        pts = [(h[M.UPDATES], h[key]) for h in history if key in h]
-        axes[1].plot(*zip(*pts), label=key.split("/", 1)[1])
-    axes[1].set(xlabel="gradient updates", ylabel="loss", title="losses")
-    axes[1].legend()
-    fig.tight_layout()
-    image = io.BytesIO()
-    fig.savefig(image, format="png", dpi=90)
-    plt.close(fig)
-    replace_file(path, image.getvalue())  # never a half-written PNG
 
 
 def _why_no_env(algo: Algorithm) -> str:
@@ -107,6 +82,8 @@ def run_train(
     from offlinerl.ray_utils import init_ray
 
     t_start = time.time() if started_at is None else started_at
+    preflight(spec.dataset, config, spec.stop, run_dir=run_dir, resuming=resume_from is not None,
+              log=log)  # before Ray: its refusals take no 10-30 s start
     init_ray(address)
     if algorithm is not None:
         validation = None
@@ -141,7 +118,8 @@ def run_train(
     finally:
         if algorithm is None:
             algo.stop()
-    _plot(job.history, run / "learning_curve.png", f"{spec.algorithm} on {Path(spec.dataset).name}")
+    plot_learning_curve(job.history, run / "learning_curve.png", f"{spec.algorithm} on {Path(spec.dataset).name}",
+                        references=reference_lines(spec.dataset))
     final_return = algo.last_eval.get(M.EVAL_RETURN_MEAN)
     result = {
         "algorithm": spec.algorithm,
