@@ -122,7 +122,7 @@ def _plot(path: Path, rows: list[tuple[dict[str, Any], list[list[tuple[float, fl
         x = np.array([p[0] for p in curves[0][:n]])
         y = np.array([[p[1] for p in c[:n]] for c in curves])
         label = ", ".join(f"{k.removeprefix('config.')}={row[k]}" for k in keys) or "job file"
-        ax.plot(x, y.mean(0), marker="o", label=f"{label} ({len(curves)} seeds)")
+        ax.plot(x, y.mean(0), marker="o", label=f"{label}: mean, band ± std over {len(curves)} seed(s)")
         ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
     ax.set(xlabel="gradient updates", ylabel="evaluation return", title=f"sweep of {title}: mean ± std over seeds")
     if ax.lines:
