@@ -10,12 +10,13 @@ data. What it refuses, it refuses with the same one-line error the job would hav
   (``RunDirError``, the checks of :func:`offlinerl.jobs.run_dir.new_run_dir`);
 - the algorithm cannot train on the dataset's action space, e.g. TD3+BC on Discrete actions (the algorithm's
   own ``learner_connectors`` check, a ``ConfigError``);
-- GPUs asked for (``config.num_gpus_per_learner > 0``) where torch sees no CUDA device (a ``ConfigError``;
-  the job used to train on the CPU without a word).
+- GPUs asked for (``config.num_gpus_per_learner > 0``) where torch sees no CUDA device, for learners that run on
+  this machine (a ``ConfigError``; the job used to train on the CPU without a word).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -29,8 +30,12 @@ __all__ = ["preflight", "check_gpus", "stop_note"]
 
 
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
-              resuming: bool, log: Callable[[str], None]) -> None:
-    """Refuse what is wrong with a job before Ray starts (see the module's docstring); log a stop-rounding note."""
+              resuming: bool, log: Callable[[str], None], address: str | None = None) -> None:
+    """Refuse what is wrong with a job before Ray starts (see the module's docstring); log a stop-rounding note.
+
+    ``address`` (or ``$RAY_ADDRESS``): the cluster the job joins. Its remote learners
+    (``config.num_learners >= 1``) run on the cluster's nodes, whose GPUs this machine cannot see, so the GPU
+    check is made only for learners on this machine (no address, or ``num_learners = 0``)."""
     if not Path(dataset).is_dir():
         raise DatasetInfoError(f"{dataset}: not a dataset directory")
     try:
@@ -41,7 +46,8 @@ def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *,
         check_new_run_dir(Path(run_dir), inputs=[dataset])
     if info is not None and (not info.module_ids or len(info.module_ids) == 1):  # one module: the dataset's spaces are its spaces
         config.learner_connectors(info.observation_space, info.action_space)
-    check_gpus(config.num_gpus_per_learner)
+    if not (address or os.environ.get("RAY_ADDRESS")) or config.num_learners == 0:
+        check_gpus(config.num_gpus_per_learner)
     note = None if resuming else stop_note(stop, config.updates_per_iteration)
     if note:
         log(note)

@@ -82,8 +82,8 @@ def run_train(
     from offlinerl.ray_utils import init_ray
 
     t_start = time.time() if started_at is None else started_at
-    preflight(spec.dataset, config, spec.stop, run_dir=run_dir, resuming=resume_from is not None,
-              log=log)  # before Ray: its refusals take no 10-30 s start
+    preflight(spec.dataset, config, spec.stop, run_dir=run_dir, resuming=resume_from is not None, log=log,
+              address=address)  # before Ray: its refusals take no 10-30 s start
     init_ray(address)
     if algorithm is not None:
         validation = None

@@ -89,3 +89,20 @@ def test_preflight_logs_the_note_before_ray(tmp_path):
     preflight(DATASETS / "cartpole-mixed", config, StopConfig(updates=300), run_dir=None, resuming=False,
               log=seen.append)
     assert seen == [stop_note(StopConfig(updates=300), 500)]
+
+
+def test_gpus_of_remote_learners_on_a_cluster_are_not_checked_here(monkeypatch):
+    """A cluster's GPU nodes are not this machine: with an address and remote learners, no CUDA here is fine;
+    with in-process learners (num_learners=0) the check still applies."""
+    from offlinerl.algorithms.registry import get_algorithm
+    from offlinerl.config_io import ConfigError
+    from offlinerl.jobs.preflight import preflight
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    bc = get_algorithm("bc").config_cls
+    args = dict(run_dir=None, resuming=False, log=print, address="10.0.0.1:6379")
+    cartpole, stop = DATASETS / "cartpole-mixed", StopConfig(updates=1000)
+    if not __import__("torch").cuda.is_available():
+        preflight(cartpole, bc.from_dict({"num_gpus_per_learner": 1, "num_learners": 2}), stop, **args)
+        with pytest.raises(ConfigError, match="config.num_gpus_per_learner: 1 GPU"):
+            preflight(cartpole, bc.from_dict({"num_gpus_per_learner": 1, "num_learners": 0}), stop, **args)
