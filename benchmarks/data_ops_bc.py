@@ -5,7 +5,8 @@
 
 For each of ``jobs/cartpole-bc.yaml`` and ``jobs/pendulum-bc.yaml`` (their model, lr, batch, 3,000 updates and
 evaluation) it writes the top-10% dataset once with ``offlinerl data filter`` and runs ``offlinerl train`` on
-both datasets per seed (``--set dataset=... --set config.seed=S``). Each run appends one JSON line: job,
+both datasets per seed (``--set dataset=... --set config.seed=S``); ``--rank-by EXPR`` adds the top share ranked
+by that episode expression (``--only pendulum --rank-by "last(rewards)"``: the episodes that end upright). Each run appends one JSON line: job,
 variant, seed, the dataset's fingerprint, the final evaluation return and its normalised score on the whole
 dataset's scale (0 = random, 100 = best level; ``offlinerl.scoring``), and the wall time.
 """
@@ -43,17 +44,25 @@ def _done(out: Path) -> set[tuple[str, str, int]]:
     return {(r["job"], r["variant"], r["seed"]) for r in map(json.loads, out.read_text().splitlines())}
 
 
-def run(seeds: list[int], work: Path, out: Path, top: str) -> None:
+def run(seeds: list[int], work: Path, out: Path, top: str, only: list[str], rank_by: str | None) -> None:
     from offlinerl.scoring import score_for_dataset
 
     work.mkdir(parents=True, exist_ok=True)
     done = _done(out)  # a rerun continues where a stopped one ended
     for name, (job, dataset) in JOBS.items():
+        if only and name not in only:
+            continue
         filtered = work / f"{name}-top"
         if not filtered.exists():
             _cli("data", "filter", dataset, "--top", top, "-o", str(filtered))
+        variants = [("whole", str(ROOT / dataset)), (f"top {top}", str(filtered))]
+        if rank_by:
+            ranked = work / f"{name}-top-{''.join(c for c in rank_by if c.isalnum())}"
+            if not ranked.exists():
+                _cli("data", "filter", dataset, "--top", top, "--rank-by", rank_by, "-o", str(ranked))
+            variants.append((f"top {top} by {rank_by}", str(ranked)))
         for seed in seeds:
-            for variant, data in (("whole", str(ROOT / dataset)), (f"top {top}", str(filtered))):
+            for variant, data in variants:
                 if (job, variant, seed) in done:
                     continue
                 run_dir = work / f"{name}-{variant.replace(' ', '').replace('%', 'pct')}-s{seed}"
@@ -95,11 +104,13 @@ def main() -> None:
     r.add_argument("--work", type=Path, default=Path("/tmp/data-ops-bc"))
     r.add_argument("--top", default="10%")
     r.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "data_ops_bc.jsonl")
+    r.add_argument("--only", nargs="*", default=[], choices=sorted(JOBS), help="run only these jobs")
+    r.add_argument("--rank-by", help="also the top share ranked by this (filter --rank-by), e.g. 'last(rewards)'")
     t = sub.add_parser("table")
     t.add_argument("results", nargs="+")
     args = parser.parse_args()
     if args.cmd == "run":
-        run(args.seeds, args.work, args.out, args.top)
+        run(args.seeds, args.work, args.out, args.top, args.only, args.rank_by)
     else:
         print(table(args.results))
 
