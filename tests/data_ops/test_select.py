@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids
