@@ -26,7 +26,7 @@ from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
-__all__ = ["preflight", "check_gpus", "stop_note"]
+__all__ = ["preflight", "check_gpus", "stop_note", "planned_updates"]
 
 
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
@@ -78,3 +78,12 @@ def stop_note(stop: StopConfig, updates_per_iteration: int) -> str | None:
             f"{updates_per_iteration}; a job stops only between iterations, so this one runs {runs} updates "
             f"({iterations} iteration{'s' * (iterations != 1)}). Set stop.updates={runs} (or "
             f"config.updates_per_iteration to a divisor of {stop.updates}) to silence this note")
+
+
+def planned_updates(stop: StopConfig, updates_per_iteration: int) -> int | None:
+    """The updates a job runs when its update or iteration stop ends it: ``stop.updates`` rounded up to whole
+    iterations, or ``stop.iterations`` iterations, whichever comes first; None when neither is set."""
+    counts = [-(-stop.updates // updates_per_iteration) * updates_per_iteration] if stop.updates else []
+    if stop.iterations:
+        counts.append(stop.iterations * updates_per_iteration)
+    return min(counts) if counts else None

@@ -22,7 +22,7 @@ from offlinerl.core import metrics as M
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
 from offlinerl.jobs.plots import plot_learning_curve, reference_lines
-from offlinerl.jobs.preflight import preflight
+from offlinerl.jobs.preflight import planned_updates, preflight
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec, run_config
@@ -103,7 +103,7 @@ def run_train(
         log(f"no evaluation env: {_why_no_env(algo)}, so the job trains and checkpoints without env evaluation; "
             "score its checkpoints offline with  offlinerl ope CHECKPOINT... --dataset DATASET")
     stop = spec.stop
-    total = stop.updates or (stop.iterations * config.updates_per_iteration if stop.iterations else None)
+    total = planned_updates(stop, config.updates_per_iteration)  # what runs: stop.updates rounded to iterations
     try:
         job = run_job(
             algo, run, stop, t_start=t_start,

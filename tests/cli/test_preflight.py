@@ -77,6 +77,11 @@ def test_a_stop_the_job_would_round_is_a_note_saying_what_runs():
     assert stop_note(StopConfig(updates=1000), 500) is None
     assert stop_note(StopConfig(updates=1200, iterations=2), 500) is None  # 2 iterations come first: exact
     assert stop_note(StopConfig(iterations=3), 500) is None
+    from offlinerl.jobs.preflight import planned_updates  # what the progress bar counts to
+
+    assert [planned_updates(StopConfig(updates=300), 500), planned_updates(StopConfig(updates=1200, iterations=2), 500),
+            planned_updates(StopConfig(iterations=3), 500), planned_updates(StopConfig(wall_time_s=9.0), 500)] == [
+        500, 1000, 1500, None]
 
 
 def test_preflight_logs_the_note_before_ray(tmp_path):
