@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from offlinerl.config_io import plain_json
 from offlinerl.episodes.info import INFO_FILE
 from offlinerl.episodes.io import parquet_files
 
@@ -65,8 +66,8 @@ def fingerprint(path: str | Path) -> str:
 def _content_fingerprint(raw: bytes) -> str | None:
     """The content fingerprint ``dataset.json`` (its bytes) records, or None."""
     try:
-        value = json.loads(raw).get("fingerprint")
-    except (ValueError, AttributeError):
+        value = plain_json(raw).get("fingerprint")
+    except (ValueError, AttributeError):  # bad JSON, deep nesting or huge integers (NestingError): none recorded
         return None
     return value if isinstance(value, str) else None
 

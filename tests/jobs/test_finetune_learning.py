@@ -40,7 +40,7 @@ def test_online_finetuning_improves_a_short_pretraining(ray_session, tmp_path, n
     # checkpoints: the test measures the gain, the curve and resume are tested elsewhere (test_online_jobs).
     budget = ["checkpoint_interval=0", "config.evaluation.interval=0", "config.evaluation.episodes=10", "stop.iterations=8"]
     job = load_finetune_spec(REPO / "jobs" / f"pendulum-{name}-finetune.yaml", budget,
-                                      checkpoint=str(tmp_path / "ckpt"))
+                             checkpoint=str(tmp_path / "ckpt"))
     result = run_finetune(job, run_dir=tmp_path / "run", progress=False, log=lambda s: None)
 
     assert result["checkpoint_eval_return"] == offline
