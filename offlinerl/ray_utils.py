@@ -8,7 +8,8 @@ import os
 import sys
 import threading
 
-__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids", "RayFailure", "ray_failure", "RAY_FAILURE_HELP"]
+__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids", "RayFailure", "RayAuthError", "ray_failure",
+           "RAY_FAILURE_HELP"]
 
 log = logging.getLogger(__name__)
 
@@ -17,6 +18,11 @@ RAY_FAILURE_HELP = ("this is Ray failing (the cluster went away, a worker or nod
                     "$RAY_ADDRESS it starts a private local Ray; for a cluster, `ray status --address ADDR` shows "
                     "its state)")
 """What to do after a Ray failure, the end of the one line a command prints for it."""
+
+
+class RayAuthError(ConnectionError):
+    """The cluster refused this client's token (or its lack of one); the message names the fix. Not a
+    :func:`ray_failure`: running the command again changes nothing."""
 
 
 class RayFailure(RuntimeError):
@@ -93,6 +99,8 @@ def ray_failure(exc: BaseException | None) -> str | None:
         seen.add(id(exc))
         if isinstance(exc, RayFailure):
             return exc.failure
+        if isinstance(exc, RayAuthError):
+            return None
         if isinstance(exc, rex.RayTaskError):
             exc = exc.cause
             continue
@@ -163,7 +171,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
             except (ConnectionError, RuntimeError) as exc:
                 if not _auth_refused(exc):
                     raise
-                raise ConnectionError(_auth_help(address)) from exc
+                raise RayAuthError(_auth_help(address)) from exc
             log.info(_cluster_line(address))
         else:
             log.info(f"starting Ray (local, {_local_cpus(num_cpus)} CPUs) ...")

@@ -56,6 +56,13 @@ def test_joining_a_token_cluster_without_the_token_says_what_to_set(monkeypatch)
     assert "set RAY_AUTH_MODE=token" in _auth_help("10.0.0.1:6379")
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     assert "refused this client's token" in _auth_help("10.0.0.1:6379")
+    # a refused token is not 'Ray failed, run it again': the command's one line is the fix itself
+    from offlinerl.cli import ray_failure_line
+    from offlinerl.ray_utils import RayAuthError, ray_failure
+
+    refused_here = RayAuthError(_auth_help("10.0.0.1:6379"))
+    assert ray_failure(refused_here) is None
+    assert ray_failure_line("offlinerl train", refused_here) == f"offlinerl train: {_auth_help('10.0.0.1:6379')}"
 
 
 @pytest.mark.parametrize("module", ["offlinerl.data.offline_data", "offlinerl.connectors", "offlinerl.episodes.validate",

@@ -92,9 +92,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def ray_failure_line(prefix: str, exc: BaseException) -> str | None:
     """``PREFIX: Ray failed (...); what to do`` when ``exc`` is a Ray failure (``offlinerl.ray_utils.ray_failure``),
-    the one line a command prints for it instead of Ray's traceback; None for any other error."""
-    from offlinerl.ray_utils import RayFailure, ray_failure
+    ``PREFIX: <what to set>`` when the cluster refused this client's token: the one line a command prints for it
+    instead of Ray's traceback; None for any other error."""
+    from offlinerl.ray_utils import RayAuthError, RayFailure, ray_failure
 
+    if isinstance(exc, RayAuthError):  # the cluster refused our token: the message says what to set
+        return f"{prefix}: {exc}"
     failure = ray_failure(exc)
     return None if failure is None else f"{prefix}: {RayFailure(failure)}"
 
