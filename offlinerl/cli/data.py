@@ -106,16 +106,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = ops.add_parser("filter", help="keep the episodes that pass predicates, ranks or id lists",
                        description="Keep whole episodes: every predicate given must hold; then --top/--bottom rank "
                        "what is left. An episode's return and length sum all its rows.")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
     p.add_argument("--top", metavar="K|P%", help="keep the best K episodes, or the best P%% (e.g. 10%%)")
     p.add_argument("--bottom", metavar="K|P%", help="keep the worst K episodes, or the worst P%%")
     p.add_argument("--rank-by", default="return", metavar="return|length|EXPR",
                    help="what --top/--bottom rank by: return (default), length, or an episode expression as --where "
                    "takes, e.g. \"last(rewards)\" (how episodes ended)")
-    p.add_argument("--min-return", type=float)
-    p.add_argument("--max-return", type=float)
-    p.add_argument("--min-length", type=int)
-    p.add_argument("--max-length", type=int)
+    p.add_argument("--min-return", type=float, metavar="R", help="keep episodes whose return is >= R")
+    p.add_argument("--max-return", type=float, metavar="R", help="keep episodes whose return is <= R")
+    p.add_argument("--min-length", type=int, metavar="T", help="keep episodes of >= T steps")
+    p.add_argument("--max-length", type=int, metavar="T", help="keep episodes of <= T steps")
     p.add_argument("--where", metavar="EXPR",
                    help="episode predicate over return, length, terminated, truncated, episode_id and mean/sum/min/"
                    "max/first/last(COLUMN) of a per-step column, e.g. \"return > 100 and first(behavior_level) < 2\" "
@@ -125,10 +125,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _output(p)
 
     p = ops.add_parser("sample", help="draw N episodes or a fraction, seeded (optionally return-matched)")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
     p.add_argument("--episodes", type=int, metavar="N", help="episodes to draw")
     p.add_argument("--fraction", type=float, metavar="F", help="share of the episodes to draw, in (0, 1]")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     p.add_argument("--match-returns", metavar="DATASET",
                    help="draw so the return histogram follows DATASET's (equal-width bins over both ranges)")
     p.add_argument("--bins", type=int, default=20, help="return bins for --match-returns (default 20)")
@@ -138,32 +138,32 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Split the episodes (seeded permutation of the sorted ids) into named datasets "
                        "OUT/NAME. --holdout F writes OUT/train and OUT/holdout: exactly what a job with "
                        "data.holdout {fraction: F, seed: S} trains on and holds out.")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
     p.add_argument("--holdout", type=float, metavar="F", help="share held out (OUT/train, OUT/holdout)")
     p.add_argument("--fractions", type=_fractions, default=(), metavar="NAME=F,...",
                    help="named shares summing to 1, e.g. train=0.8,valid=0.1,test=0.1")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     _output(p, "directory of the parts (OUT/NAME, each a dataset)")
 
     p = ops.add_parser("mix", help="mix datasets of the same spaces, with weights and a source column")
-    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="episode dataset directories (two or more)")
     p.add_argument("--weights", type=_floats, metavar="W1,W2,...", help="one weight per input (default: take all)")
     p.add_argument("--by", choices=("episodes", "steps"), default="episodes", help="what the weights share out")
     p.add_argument("--total", type=int, help="episodes (or steps) in the output (default: the most the weights allow)")
     p.add_argument("--names", metavar="N1,N2,...", help="source names (default: the directory names)")
     p.add_argument("--source-column", default="source", help="per-step column naming the source (default source)")
     p.add_argument("--no-source-column", action="store_true", help="add no source column")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     _output(p)
 
     p = ops.add_parser("relabel", help="rewards scaled/shifted/clipped or from a function; terminal flags",
                        description="New rewards: clip(f(r) * scale * k + shift, LO, HI); k = --return-range / "
                        "(max return - min return). --reward-fn module:function imports that module (it runs its "
                        "code): name only code you trust. It is read from this command line only, never a file.")
-    p.add_argument("input", metavar="INPUT")
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--shift", type=float, default=0.0)
-    p.add_argument("--clip", type=_float_pair, metavar="LO,HI")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every reward by this (default 1)")
+    p.add_argument("--shift", type=float, default=0.0, help="then add this (default 0)")
+    p.add_argument("--clip", type=_float_pair, metavar="LO,HI", help="then clip to [LO, HI]")
     p.add_argument("--return-range", type=float, metavar="K", help="scale rewards by K / (max - min episode return)")
     p.add_argument("--reward-fn", metavar="MODULE:FUNCTION",
                    help="f(obs, actions, rewards, next_obs) -> rewards, called per row with numpy arrays")
@@ -173,11 +173,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     _output(p)
 
     p = ops.add_parser("dedup", help="remove exact duplicate episodes and chunks (counted, reported)")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
     _output(p)
 
     p = ops.add_parser("stats", help="a dataset card: JSON, a one-page PNG, text on stdout")
-    p.add_argument("input", metavar="INPUT")
+    p.add_argument("input", metavar="INPUT", help="episode dataset directory")
     p.add_argument("-o", "--output", metavar="FILE.json", help="write the card as JSON")
     p.add_argument("--png", metavar="FILE.png", help="draw the one-page report")
     p.add_argument("--by", metavar="COLUMN",
