@@ -28,6 +28,7 @@ from offlinerl.episodes.atomic import check_output
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
 from offlinerl.jobs.plots import plot_learning_curve, reference_lines
+from offlinerl.jobs.preflight import check_local_gpus
 from offlinerl.jobs.run_dir import check_new_run_dir, open_run, run_dir_path
 from offlinerl.jobs.warmup import WARMUP
 from offlinerl.jobs.spec import FinetuneSpec, run_config
@@ -135,6 +136,10 @@ def run_finetune(
         check_output(spec.record, overwrite, kind="dataset", inputs=_inputs(spec, dataset))
     if resume_from is None and run_dir:  # before Ray, as train's preflight: a taken --output costs no Ray start
         check_new_run_dir(Path(run_dir), inputs=_inputs(spec, "" if scratch else dataset))
+    resolved = dict(spec.config) if scratch else {**load_checkpoint(resume_from or spec.checkpoint).meta.config,
+                                                   **(spec.config if resume_from is None else {})}
+    check_local_gpus(float(resolved.get("num_gpus_per_learner") or 0), int(resolved.get("num_learners") or 0),
+                     address)  # GPUs asked for where there are none: refused before Ray, not trained on the CPU
     init_ray(address)
     validation = None if scratch else require_schema(dataset) if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []

@@ -26,7 +26,7 @@ from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
-__all__ = ["preflight", "check_gpus", "stop_note", "planned_updates"]
+__all__ = ["preflight", "check_gpus", "check_local_gpus", "stop_note", "planned_updates"]
 
 
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
@@ -46,11 +46,18 @@ def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *,
         check_new_run_dir(Path(run_dir), inputs=[dataset])
     if info is not None and (not info.module_ids or len(info.module_ids) == 1):  # one module: the dataset's spaces are its spaces
         config.learner_connectors(info.observation_space, info.action_space)
-    if not (address or os.environ.get("RAY_ADDRESS")) or config.num_learners == 0:
-        check_gpus(config.num_gpus_per_learner)
+    check_local_gpus(config.num_gpus_per_learner, config.num_learners, address)
     note = None if resuming else stop_note(stop, config.updates_per_iteration)
     if note:
         log(note)
+
+
+def check_local_gpus(per_learner: float, num_learners: int, address: str | None) -> None:
+    """:func:`check_gpus` for learners that run on this machine: all of them without an address (or
+    ``$RAY_ADDRESS``), the in-process one (``num_learners = 0``) with one; a cluster's remote learners run on
+    nodes whose GPUs this machine cannot see."""
+    if not (address or os.environ.get("RAY_ADDRESS")) or num_learners == 0:
+        check_gpus(per_learner)
 
 
 def check_gpus(per_learner: float) -> None:

@@ -16,6 +16,8 @@ from offlinerl.jobs.preflight import stop_note
 from offlinerl.jobs.spec import StopConfig
 from tests.conftest import DATASETS, REPO
 
+CKPT = REPO / "tests" / "fixtures" / "checkpoints" / "v1-bc-cartpole"  # a BC checkpoint on CartPole
+
 RUN_ALL = """
 import json, sys
 import ray
@@ -46,6 +48,9 @@ def test_refusals_come_before_ray_starts(tmp_path):
         ["train", _job(tmp_path, "inside", "bc", cartpole), "-o", str(cartpole / "run")],
         ["train", _job(tmp_path, "discrete", "td3bc", cartpole)],
         ["train", _job(tmp_path, "gpu", "bc", cartpole), "--set", "config.num_gpus_per_learner=1"],
+        ["finetune", str(REPO / "jobs" / "cartpole-iql-finetune.yaml"), "--from", str(CKPT), "-o", str(taken)],
+        ["finetune", str(REPO / "jobs" / "cartpole-iql-finetune.yaml"), "--from", str(CKPT), "--set",
+         "config.num_gpus_per_learner=1", "-o", str(tmp_path / "ft")],
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": ""}  # no CUDA device, even on a GPU host
     proc = subprocess.run([sys.executable, "-c", RUN_ALL, json.dumps(cases)], env=env, cwd=REPO, capture_output=True,
@@ -54,7 +59,7 @@ def test_refusals_come_before_ray_starts(tmp_path):
     result = json.loads(proc.stdout.splitlines()[-1])
     lines = proc.stderr.splitlines()
     assert "Traceback" not in proc.stderr and not any("starting Ray" in line for line in lines), proc.stderr
-    assert result == {"codes": [1, 1, 1, 1, 1], "ray_initialized": False}, proc.stderr
+    assert result == {"codes": [1, 1, 1, 1, 1, 1, 2], "ray_initialized": False}, proc.stderr
     assert lines == [
         f"offlinerl train: {missing}: not a dataset directory",
         f"offlinerl train: {taken} exists and is not empty; choose another --output",
@@ -63,6 +68,10 @@ def test_refusals_come_before_ray_starts(tmp_path):
         "offlinerl train: algorithm td3bc: TD3+BC needs continuous actions (a 1-D Box action space); this dataset's "
         "action space is Discrete(2). For discrete actions use cql, iql, marwil or bc",
         f"offlinerl train: config.num_gpus_per_learner: 1 GPU(s) per learner asked for, but torch "
+        f"{__import__('torch').__version__} sees no CUDA device (a CPU build, or no GPU here); set it to 0 to train "
+        "on the CPU",
+        f"offlinerl finetune: {taken} exists and is not empty; choose another --output",
+        f"offlinerl finetune: config.num_gpus_per_learner: 1 GPU(s) per learner asked for, but torch "
         f"{__import__('torch').__version__} sees no CUDA device (a CPU build, or no GPU here); set it to 0 to train "
         "on the CPU",
     ]
