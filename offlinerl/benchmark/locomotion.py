@@ -60,24 +60,29 @@ class LocomotionTask:
     """Gymnasium id (MuJoCo v5)."""
     published_prefix: str
     """D4RL's name for it (``hopper``: ``hopper-medium-v2``)."""
+    shipped_iterations: int
+    """The shipped agent's iterations (what it was trained for: ``--train`` repeats exactly that)."""
     shipped_updates_per_iteration: int | None = None
     """The shipped agent's updates per iteration where it is not the budget's (None: the budget's)."""
 
     def budget(self, name: str) -> "AgentBudget":
-        """The agent budget ``name`` for this env (``shipped``: with this env's own settings)."""
+        """The agent budget ``name`` for this env (``shipped``: with this env's own iterations and updates)."""
         budget = AGENT_BUDGETS[name]
-        if name == "shipped" and self.shipped_updates_per_iteration is not None:
-            budget = replace(budget, updates_per_iteration=self.shipped_updates_per_iteration)
+        if name == "shipped":
+            budget = replace(budget, iterations=self.shipped_iterations, wall_time_s=None,
+                             updates_per_iteration=self.shipped_updates_per_iteration or budget.updates_per_iteration)
         return budget
 
 
+# The shipped agents were trained with a cap of 80 iterations or 900 s of training: hopper and walker2d met the
+# time cap (24 and 23 iterations) while the shared machine was loaded; halfcheetah, trained again later with
+# half the updates per env step (one per step had left it below its own 5k-step checkpoint after 15k steps:
+# -115 vs -42), met the iteration cap. The iterations here are what each reached, so --train repeats it.
 TASKS: dict[str, LocomotionTask] = {t.name: t for t in (
-    LocomotionTask(name="hopper", env_id="Hopper-v5", published_prefix="hopper"),
-    # One update per env step left halfcheetah's agent below its own 5k-step checkpoint after 15k steps (-115 vs
-    # -42, 900 s on the shared machine); half as many updates buy it twice the env steps in the same time.
+    LocomotionTask(name="hopper", env_id="Hopper-v5", published_prefix="hopper", shipped_iterations=24),
     LocomotionTask(name="halfcheetah", env_id="HalfCheetah-v5", published_prefix="halfcheetah",
-                   shipped_updates_per_iteration=500),
-    LocomotionTask(name="walker2d", env_id="Walker2d-v5", published_prefix="walker2d"),
+                   shipped_iterations=80, shipped_updates_per_iteration=500),
+    LocomotionTask(name="walker2d", env_id="Walker2d-v5", published_prefix="walker2d", shipped_iterations=23),
 )}
 
 
@@ -123,10 +128,10 @@ AGENT_BUDGETS: dict[str, AgentBudget] = {
     # CI: seconds; the levels exist but mean little.
     "tiny": AgentBudget(warmup_steps=200, iterations=2, env_steps_per_iteration=200, updates_per_iteration=20,
                         hidden=(32, 32), checkpoint_interval=1, eval_episodes=2),
-    # The shipped agents (policies/): ~20 minutes each on a shared 2-core machine (agents.json has the times).
+    # The shipped agents (policies/): 11-17 minutes each on a shared 2-core machine (agents.json has the times);
+    # each env sets its own iterations (LocomotionTask.budget).
     "shipped": AgentBudget(warmup_steps=5_000, iterations=80, env_steps_per_iteration=1_000,
-                           updates_per_iteration=1_000, hidden=(128, 128), checkpoint_interval=5,
-                           wall_time_s=900.0),
+                           updates_per_iteration=1_000, hidden=(128, 128), checkpoint_interval=5),
 }
 
 
