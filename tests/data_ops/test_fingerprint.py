@@ -99,3 +99,24 @@ def test_the_validation_record_vouches_for_the_recorded_fingerprint(tmp_path, mo
     record = next((tmp_path / "cache" / "validated").glob("*.json"))
     record.write_text(json.dumps({**stored, "fingerprint": "0" * 64}))
     assert validated.lookup(path) is None
+
+
+def test_an_operation_names_rows_that_no_longer_match_their_fingerprint(tmp_path, ray_session, caplog):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from offlinerl.data_ops import FilterConfig, filter_dataset
+
+    path = base(tmp_path / "d", n=4, rows_per_file=10)
+    recorded = read_info(path).fingerprint
+    part = path / "part-00000.parquet"
+    table = pq.read_table(part)
+    rewards = table.column("rewards").to_pylist()
+    rewards[1][0] += 1.0
+    pq.write_table(table.set_column(table.schema.get_field_index("rewards"), "rewards",
+                                    pa.array(rewards, table.schema.field("rewards").type)), part)
+    with caplog.at_level("WARNING", logger="offlinerl"):
+        result = filter_dataset(path, tmp_path / "f", FilterConfig(min_return=0))
+    assert "do not match the fingerprint dataset.json records" in caplog.text
+    parent = result.info.lineage[-1]["parents"][0]
+    assert parent != recorded and parent == dataset_fingerprint(path)
