@@ -351,7 +351,9 @@ def generate_locomotion(name: str, out: Path, *, steps: int, seed: int = 0, agen
     started = time.perf_counter()
     if level == "medium-replay":
         run = run or _agent_run(agents, task, agent, log)
-        episodes = _replay(run, select_levels(run, record["references"]["random"])["medium"]["iteration"])
+        medium = select_levels(run, record["references"]["random"])["medium"]  # that run's own medium point
+        record = {**record, "medium": {k: v for k, v in medium.items() if k not in ("checkpoint", "final")}}
+        episodes = _replay(run, medium["iteration"])
     else:
         episodes = _renumber(_policy_steps(task, weights["medium"], hidden, steps, seed), "medium",
                              ("action_logp", "action_dist_inputs"))
