@@ -1,6 +1,6 @@
 """Train the SAC agents of the locomotion family and ship their medium / expert actors, or generate a dataset.
 
-    python benchmarks/suite/make_locomotion.py --train hopper --runs /tmp/agents     # the agent (~20 min), then
+    python benchmarks/suite/make_locomotion.py --train hopper      # the agent (~16 min) into --runs, then
                                                     # offlinerl/benchmark/policies/hopper-{medium,expert}.pt
     python benchmarks/suite/make_locomotion.py hopper-medium /tmp/hopper-medium --steps 100000 --seed 0
 
@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", nargs="?", type=Path, help="the dataset directory to write")
     p.add_argument("--steps", type=int, default=100_000, help="env steps per policy level (default 100,000)")
     p.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    p.add_argument("--runs", type=Path, default=Path("benchmarks/runs/locomotion-agents"),
-                   help="where the agents' run directories are (default benchmarks/runs/locomotion-agents)")
+    p.add_argument("--runs", type=Path, default=Path("benchmarks/runs/locomotion-data/_agents"),
+                   help="where the agents' run directories are (default benchmarks/runs/locomotion-data/_agents: "
+                   "what offlinerl benchmark locomotion --data-dir benchmarks/runs/locomotion-data reads)")
     p.add_argument("--train", choices=sorted(L.TASKS), help="train this env's agent and ship its actors")
     p.add_argument("--budget", choices=sorted(L.AGENT_BUDGETS), default="shipped", help="the agent's budget")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset at OUT")
