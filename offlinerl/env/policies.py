@@ -39,7 +39,12 @@ def module_inputs(env_to_module: Callable, obs: Any, device: torch.device | str 
     """A batch of raw env observations -> the policy's input batch: the env-to-module connectors (flatten,
     normalise with the job's statistics), then numpy arrays as tensors on ``device``."""
     batch = env_to_module({C.OBS: obs}, None, {})
-    return {k: torch.as_tensor(v, device=device) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+    return {k: _tensor(v, device) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+
+
+def _tensor(array: np.ndarray, device: torch.device | str | None) -> torch.Tensor:
+    """``array`` as a tensor; a read-only array (e.g. one Arrow owns) is copied first, as torch cannot share it."""
+    return torch.as_tensor(array if array.flags.writeable else array.copy(), device=device)
 
 
 def forward(policy: ActingPolicy, inputs: dict[str, Any], explore: bool) -> dict[str, Any]:

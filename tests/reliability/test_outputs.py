@@ -117,8 +117,8 @@ def test_a_file_output_never_lands_on_or_inside_what_the_command_reads(job, tmp_
     message = one_line(capsys, "offlinerl sweep: ")
     assert code == 1 and "lies inside the checkpoint" in message, message
     code = main(["train", str(job_file), "-o", str(data / "run"), "--no-progress", "--skip-validation"])
-    message = one_line(capsys, "offlinerl train: ")
-    assert code == 1 and "lies inside the dataset" in message, message
+    message = one_line(capsys, "offlinerl train: ")  # refused before Ray starts, naming the dataset as the input
+    assert code == 1 and "lies inside the input directory" in message and "(the dataset it reads)" in message, message
     with pytest.raises(StatsError, match="lies inside the input directory"):  # offlinerl inspect --plot
         plot_stats(dataset_stats(data), data / "histograms.png")
     assert {"data": tree(data), "run": tree(run)} == before
@@ -286,7 +286,7 @@ def test_a_read_only_or_full_disk_is_one_message_and_leaves_nothing(job, tmp_pat
         assert list(mount.iterdir()) == [] and {"data": tree(data), "run": tree(run)} == before
         return
     ope = ["ope", str(run / "checkpoints" / "final"), "--dataset", str(data), "--method", "fqe", "--fqe-updates",
-           "5", "--resamples", "5", "--skip-validation", "--out", str(mount / "ope.json")]
+           "5", "--resamples", "5", "--skip-validation", "--quiet", "--out", str(mount / "ope.json")]  # no progress
     size, problem = {"read-only": ("1m", "the filesystem is read-only (EROFS)"),
                      "full": ("16k", "no space is left on the device (ENOSPC)")}[disk]
     # collect fails mid-write (full) or at its first directory (read-only); ope's report on a disk filled to the
