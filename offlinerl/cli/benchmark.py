@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Run every (dataset, algorithm, seed) of SUITE with the family's recipe (a job file with the "
         "published hyper-parameters) as sweep trials, then write scores.md / scores.csv / scores.json (final "
         "normalised score, mean ± std over seeds, beside the published numbers; the interquartile mean with a "
-        "stratified bootstrap 95%% interval) and curves.png. Generated datasets are made on demand "
+        "stratified bootstrap 95% interval) and curves.png. Generated datasets are made on demand "
         "(docs/benchmark.md).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("suite", nargs="?", help="suite name: classic, maze2d, locomotion (not with --resume)")
