@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from offlinerl.core import metrics as M
 from offlinerl.episodes import SingleAgentEpisode, atomic_directory, load_episodes, write_dataset
 
 __all__ = ["TASKS", "LEVELS", "AGENT_BUDGETS", "POLICIES", "RECIPE_VERSION", "LocomotionTask", "AgentBudget",
@@ -165,10 +166,10 @@ def select_levels(run_dir: Path, random: float = 0.0) -> dict[str, dict[str, Any
         if not (path / "algorithm.json").is_file():
             continue
         meta = CheckpointMeta.read(path)
-        ret = meta.last_eval.get("eval/return_mean")
+        ret = meta.last_eval.get(M.EVAL_RETURN_MEAN)
         if ret is not None:
             levels.append({"checkpoint": str(path), "iteration": meta.iteration, "env_steps": meta.env_steps,
-                           "eval_return": float(ret), "eval_return_std": float(meta.last_eval.get("eval/return_std", 0)),
+                           "eval_return": float(ret), "eval_return_std": float(meta.last_eval.get(M.EVAL_RETURN_STD, 0)),
                            "final": path.name == "final"})
     final = [lv for lv in levels if lv["final"]]
     if not final:
