@@ -22,9 +22,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch first, so the project's torch requirement is already met.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	# compat: the checkout itself goes on sys.path (a .pth line), so a script or notebook run from the clone's
-	# parent directory, where "offlinerl/" is the clone, still imports the package (not a namespace package).
-	$(BIN)/python -m pip install -q -e ".[test,export,suite]" --config-settings editable_mode=compat
+	# The src/ layout makes the editable install a plain .pth line (src/ on sys.path), so a script or notebook run
+	# from the clone's parent directory, where "offlinerl/" is the clone, still imports the package.
+	$(BIN)/python -m pip install -q -e ".[test,export,suite]"
 	touch $(STAMP)
 
 run: setup

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "src"), str(REPO)]  # the checkout's package (src/ layout) and its helpers
 
 from benchmarks.convert_bench import generate  # noqa: E402
 from benchmarks.memory import tree_pss  # noqa: E402

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "src"), str(REPO)]  # the checkout's package (src/ layout) and its helpers
 
 from benchmarks.memory import measure  # noqa: E402
 

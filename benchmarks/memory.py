@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "src"), str(REPO)]  # the checkout's package (src/ layout) and its helpers
 
 from benchmarks.convert_bench import _descendants, _mem_kb, _name  # noqa: E402
 EPISODE_STEPS = 200

@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
-if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+for _path in (HERE.parent / "src", HERE.parent):  # the checkout's package (src/ layout) and datasets/
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from offlinerl.episodes import load_episodes, read_info  # noqa: E402
 from offlinerl.scoring import load_card, normalized_score  # noqa: E402

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "offlinerl"
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offlinerl"
 
 #: Higher imports lower, never the reverse; equal layers do not import each other.
 LAYERS: dict[str, int] = {
@@ -60,6 +60,6 @@ def test_imports_only_point_down():
         for line, name in _imports(path):
             target = name.split(".")[1]
             if target != source and LAYERS[target] >= LAYERS[source] and (rel.as_posix(), name) not in UPWARD:
-                wrong.append(f"offlinerl/{rel}:{line} imports {name} ({source} is layer {LAYERS[source]}, "
+                wrong.append(f"src/offlinerl/{rel}:{line} imports {name} ({source} is layer {LAYERS[source]}, "
                              f"{target} is layer {LAYERS[target]})")
     assert not wrong, "imports that run up or sideways:\n" + "\n".join(wrong)

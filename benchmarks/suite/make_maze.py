@@ -1,5 +1,5 @@
 """Generate a PointMaze dataset of the maze-stitching family by hand (no offlinerl CLI), or re-measure the
-reference returns shipped in ``offlinerl/benchmark/references.json``.
+reference returns shipped in ``src/offlinerl/benchmark/references.json``.
 
     python benchmarks/suite/make_maze.py pointmaze-umaze /tmp/pointmaze-umaze --steps 1000000 --seed 0
     python benchmarks/suite/make_maze.py --references      # after a recipe change (bump RECIPE_VERSION too)

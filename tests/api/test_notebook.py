@@ -58,7 +58,7 @@ def test_readme_python_api_runs_in_a_notebook_from_any_directory(tmp_path, ray_s
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     out = "".join(o.get("text", "") for o in nb.cells[1].outputs if o.get("output_type") == "stream")
     got = json.loads(out.strip().splitlines()[-1])
-    assert got["package"] == str(REPO / "offlinerl" / "__init__.py")
+    assert got["package"] == str(REPO / "src" / "offlinerl" / "__init__.py")
     assert got["run_parent"] == str((tmp_path / "runs").resolve())  # fit's default output, from the notebook's cwd
     assert {"config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "learning_curve.png",
             "result.json"} <= set(got["files"])

@@ -1,4 +1,4 @@
-"""The Python API (offlinerl/api/trainer.py, offlinerl/__init__.py): ``BCConfig(...).build(dataset)``, ``fit`` (the
+"""The Python API (src/offlinerl/api/trainer.py, src/offlinerl/__init__.py): ``BCConfig(...).build(dataset)``, ``fit`` (the
 run directory ``offlinerl train`` writes, through the same driver), ``evaluate``, ``predict``; ``import offlinerl``
 stays light; wrong calls are one clear error."""
 

@@ -1,4 +1,4 @@
-"""``load_policy(checkpoint).predict(obs)`` (offlinerl/evaluation/policy.py): the actions the job's own policy takes
+"""``load_policy(checkpoint).predict(obs)`` (src/offlinerl/evaluation/policy.py): the actions the job's own policy takes
 (the act step, with the job's observation statistics), for one observation or a batch, Discrete and Box, with no
 dataset and without importing Ray."""
 

@@ -1,4 +1,4 @@
-"""Tracking sinks (offlinerl/jobs/tracking.py): one real training job logs to TensorBoard (with hparams), W&B in
+"""Tracking sinks (src/offlinerl/jobs/tracking.py): one real training job logs to TensorBoard (with hparams), W&B in
 offline mode and MLflow with a ``file:`` store, none of which touch the network; every sink must hold exactly
 the numbers of metrics.jsonl. W&B and MLflow tests skip when their package (``offlinerl[tracking]``) is absent."""
 

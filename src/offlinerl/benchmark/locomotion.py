@@ -444,7 +444,7 @@ def render_readme(card: dict[str, Any]) -> str:
   {card['episode_return_mean']:.1f}, best {card['episode_return_max']:.1f}.
 - **Reference returns** ({refs['episodes']} episodes, reset seeds {refs['seed']}…): uniformly random actions
   {refs['random']:.2f} ± {refs['random_std']:.2f} (= 0), the expert policy {refs['expert']:.2f} ± {refs['expert_std']:.2f} (= 100).
-- **Regenerating**: `medium` and `medium-expert` from the shipped actors (`offlinerl/benchmark/policies/`) in
+- **Regenerating**: `medium` and `medium-expert` from the shipped actors (`src/offlinerl/benchmark/policies/`) in
   seconds to minutes; `medium-replay` needs the agent trained again ({train}).
 
 Files: `dataset.json` + `part-*.parquet` (the episode dataset), `card.json`, this README, `SHA256SUMS`.

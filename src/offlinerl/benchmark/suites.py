@@ -8,7 +8,7 @@ A suite is a list of :class:`SuiteDataset`. Each knows
 - its normalisation anchors: 0 = a uniformly random policy, 100 = the expert (the dataset card's
   ``random_return`` / ``best_return``, or the generator's reference returns);
 - its recipe per algorithm: a job file with the family's published hyper-parameters
-  (``offlinerl/benchmark/recipes/<family>-<algorithm>.yaml``) or, for the shipped classic datasets, the
+  (``src/offlinerl/benchmark/recipes/<family>-<algorithm>.yaml``) or, for the shipped classic datasets, the
   tuned job files of ``jobs/``;
 - the env package its env needs (``--env-package``), and the name of the published dataset it mirrors
   (``maze2d-umaze-v1``) so the table can show the published numbers beside ours.
@@ -26,7 +26,7 @@ from offlinerl.scoring import load_card
 __all__ = ["SuiteDataset", "Suite", "SUITES", "get_suite", "REPO", "RECIPES", "published_scores", "published_family"]
 
 #: The checkout this package lives in (the classic suite's datasets and job files are files of it).
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 #: The family recipes shipped with the package.
 RECIPES = Path(__file__).resolve().parent / "recipes"
 _PUBLISHED = Path(__file__).resolve().parent / "published.json"
@@ -129,7 +129,7 @@ SUITES: dict[str, Suite] = {
 _LOCOMOTION = "offlinerl.benchmark.locomotion:generate_locomotion"
 SUITES["locomotion"] = Suite(
     name="locomotion", description="hopper / halfcheetah / walker2d (gymnasium MuJoCo v5) at the D4RL levels, made "
-    "with our SAC agents (offlinerl/benchmark/locomotion.py)",
+    "with our SAC agents (src/offlinerl/benchmark/locomotion.py)",
     algorithms=("bc", "td3bc", "cql", "iql", "rebrac"),
     datasets=tuple(
         SuiteDataset(name=f"{env}-{level}", family="locomotion", generator=_LOCOMOTION,
