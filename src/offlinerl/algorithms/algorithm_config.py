@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from offlinerl.config_io import ConfigError, check, from_dict, to_dict
+from offlinerl.core.devices import DEVICE_PATTERN, is_cuda
 from offlinerl.trusted import load_config_file
 from offlinerl.data.config import DataConfig
 
@@ -108,6 +109,11 @@ class AlgorithmConfig:
     """CPUs each learner reserves and uses (torch threads = ceil of it)."""
     num_gpus_per_learner: float = 0
     """GPUs per learner (NCCL when > 0); the in-memory data then lives on the GPU."""
+    device: str | None = None
+    """Where the learners compute: ``cpu``, ``cuda`` or ``cuda:N`` (``--device``); None: a GPU when
+    ``num_gpus_per_learner > 0``, else the CPU. ``cuda`` with remote learners reserves one GPU per learner (unless
+    ``num_gpus_per_learner`` says how many); ``cuda:N`` picks GPU N for the in-process learner (remote ones use
+    the GPU Ray gives them)."""
     learner_placement: str = "spread"
     """Where Ray starts the learner actors: ``spread`` over the cluster's nodes (a placement group with Ray's SPREAD
     strategy: one per node while nodes have room, what scaling out on CPUs is for) or ``default`` (Ray's default policy, which
@@ -128,11 +134,26 @@ class AlgorithmConfig:
         check(self.num_learners >= 0, "num_learners", f"must be >= 0, got {self.num_learners}")
         check(self.num_cpus_per_learner > 0, "num_cpus_per_learner", f"must be positive, got {self.num_cpus_per_learner}")
         check(self.num_gpus_per_learner >= 0, "num_gpus_per_learner", f"must be >= 0, got {self.num_gpus_per_learner}")
+        check(self.device is None or DEVICE_PATTERN.fullmatch(self.device) is not None, "device",
+              f"'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
+        check(not (self.device == "cpu" and self.num_gpus_per_learner > 0), "device",
+              f"'cpu' with num_gpus_per_learner={self.num_gpus_per_learner:g}; drop one of them")
         check(self.learner_placement in ("spread", "default"), "learner_placement",
                f"'spread' or 'default', got {self.learner_placement!r}")
         check(self.evaluation.ope is None or self.data.holdout is not None, "evaluation.ope",
                "selection by OPE scores checkpoints on held-out episodes; set data.holdout (e.g. "
                "data: {holdout: {fraction: 0.2}}, or --set config.data.holdout.fraction=0.2)")
+
+    @property
+    def learner_gpus(self) -> float:
+        """GPUs each learner reserves: ``num_gpus_per_learner``, else 1 when ``device`` is a GPU."""
+        return self.num_gpus_per_learner or (1.0 if is_cuda(self.device) else 0.0)
+
+    @property
+    def learner_device(self) -> str:
+        """Where the learners compute, as ``result.json`` records it: ``device``, else ``cuda`` when GPUs are
+        reserved, else ``cpu``."""
+        return self.device or ("cuda" if self.num_gpus_per_learner > 0 else "cpu")
 
     # -- what an algorithm customises -------------------------------------------------------------
     def module_config(self) -> dict[str, Any]:

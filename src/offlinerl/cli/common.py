@@ -1,10 +1,13 @@
-"""Options shared by the commands that run a job from a job file (train, finetune)."""
+"""Options shared by the commands that run a job from a job file (train, finetune), and ``--device`` (train,
+finetune, evaluate, ope)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
-__all__ = ["add_job_options", "add_address_option", "add_env_kwargs_option", "overwrite_help"]
+__all__ = ["add_job_options", "add_address_option", "add_env_kwargs_option", "add_device_option", "device_problem",
+           "overwrite_help"]
 
 ADDRESS_HELP = "Ray cluster address to join (default: $RAY_ADDRESS, else start a local Ray; docs/scaling.md)"
 
@@ -25,6 +28,37 @@ def _kwargs(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, e.g. '{{\"max_episode_steps\": 200}}', got {text!r}")
     return value
+
+
+def _device(text: str) -> str:
+    from offlinerl.core.devices import DEVICE_PATTERN
+
+    if DEVICE_PATTERN.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a device: use cpu, cuda or cuda:N")
+    return text
+
+
+def add_device_option(parser: argparse.ArgumentParser, what: str, default: str = "the CPU") -> None:
+    """``--device DEVICE`` (``dest="device"``, default None: unchanged behaviour): ``cpu``, ``cuda`` or ``cuda:N``;
+    ``what`` says what runs there, ``default`` where it runs without the option."""
+    parser.add_argument("--device", type=_device, default=None, metavar="DEVICE",
+                        help=f"cpu, cuda or cuda:N: where {what} (default: {default}; docs/scaling.md, GPU)")
+
+
+def device_problem(device: str | None, *, learners: bool = False) -> str | None:
+    """Why ``--device`` cannot run here (``offlinerl.jobs.preflight.check_device``'s line), None when it can or is
+    not given. ``learners``: a training job, whose learners may run on a cluster's nodes when it joins one
+    (``--address`` or ``$RAY_ADDRESS``); the job's preflight then checks its in-process learner only."""
+    from offlinerl.config_io import ConfigError
+    from offlinerl.jobs.preflight import check_device
+
+    if learners and os.environ.get("RAY_ADDRESS"):
+        return None
+    try:
+        check_device(device)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def add_env_kwargs_option(parser: argparse.ArgumentParser) -> None:

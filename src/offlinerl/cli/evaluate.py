@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from offlinerl.cli.common import add_env_kwargs_option
+from offlinerl.cli.common import add_device_option, add_env_kwargs_option, device_problem
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episodes", type=int, help="number of episodes (default: the config's evaluation.episodes)")
     p.add_argument("--seed", type=int, help="seed of the first episode")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_device_option(p, "the policy network runs")
     p.set_defaults(func=run)
 
 
@@ -32,9 +33,12 @@ def run(args: argparse.Namespace) -> int:
     if args.episodes is not None and args.episodes < 1:
         print("offlinerl evaluate: --episodes must be >= 1", file=sys.stderr)
         return 2
+    if (problem := device_problem(args.device)) is not None:
+        print(f"offlinerl evaluate: {problem}", file=sys.stderr)
+        return 2
     try:
         r = evaluate_checkpoint(args.checkpoint, env=args.env, episodes=args.episodes, seed=args.seed,
-                                env_kwargs=args.env_kwargs)
+                                env_kwargs=args.env_kwargs, device=args.device)
     except (FileNotFoundError, ValueError) as exc:
         print(f"offlinerl evaluate: {exc}", file=sys.stderr)
         return 1

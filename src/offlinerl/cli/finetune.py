@@ -9,7 +9,7 @@ import dataclasses
 import sys
 
 from offlinerl.cli import STARTED_AT
-from offlinerl.cli.common import add_job_options, overwrite_help
+from offlinerl.cli.common import add_device_option, add_job_options, device_problem, overwrite_help
 from offlinerl.cli.summary import finetune_summary
 
 __all__ = ["register"]
@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "validate`; episodes running at the end are stored as truncated)")
     p.add_argument("--overwrite", action="store_true", help=overwrite_help(target="the --record directory"))
     add_job_options(p, "online.online_fraction=0.25")
+    add_device_option(p, "the learners compute; the same as --set config.device=DEVICE (cuda with remote learners: "
+                      "one GPU each)",
+                      default="the config's: a GPU when config.num_gpus_per_learner > 0, else the CPU")
     p.set_defaults(func=run)
 
 
@@ -48,7 +51,9 @@ def _usage(args: argparse.Namespace) -> str | None:
         return "give a JOB_FILE, or --resume RUN_DIR (not both)"
     if args.resume and (args.output or args.checkpoint or args.record):
         return "--resume continues in RUN_DIR itself, from its own checkpoint and recording; drop --output, --from, --record"
-    return None
+    if args.resume and args.device:
+        return "a resumed job keeps its config (its device too); drop --device"
+    return device_problem(args.device, learners=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"offlinerl finetune: {problem}", file=sys.stderr)
         return 2
+    if args.device:
+        args.overrides = [*args.overrides, f"config.device={args.device}"]
     try:
         if args.resume:
             job, checkpoint = load_finetune_run(args.resume, args.overrides)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from offlinerl.cli.common import add_device_option, device_problem
+
 __all__ = ["register", "format_table"]
 
 
@@ -36,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "file inside a dataset or checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists")
     p.add_argument("--skip-validation", action="store_true", help="do not validate the dataset first")
+    add_device_option(p, "the policy's forward passes and the FQE fit run")
     p.set_defaults(func=run)
 
 
@@ -75,10 +78,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = OPEConfig(methods=tuple(m.strip() for m in args.method.split(",") if m.strip()), gamma=args.gamma,
                            fqe=FQEConfig(num_updates=args.fqe_updates, seed=args.seed),
-                           num_resamples=args.resamples, seed=args.seed)
+                           num_resamples=args.resamples, seed=args.seed, device=args.device or "cpu")
         holdout = None if args.holdout is None else HoldoutConfig(fraction=args.holdout, seed=args.holdout_seed)
     except ValueError as exc:  # ConfigError too (a bad --holdout)
         print(f"offlinerl ope: {exc}", file=sys.stderr)
+        return 2
+    if (problem := device_problem(args.device)) is not None:
+        print(f"offlinerl ope: {problem}", file=sys.stderr)
         return 2
     inputs = [*args.checkpoints, args.dataset]
     try:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from offlinerl.cli import STARTED_AT
-from offlinerl.cli.common import add_job_options
+from offlinerl.cli.common import add_device_option, add_job_options, device_problem
 from offlinerl.cli.summary import train_summary
 
 
@@ -33,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "episodes (needs config.data.holdout and checkpoint_interval) and name the best in result.json; "
                    "the same as --set config.evaluation.ope=METHOD (see docs/ope.md)")
     add_job_options(p, "config.lr=3e-4 or stop.updates=1000")
+    add_device_option(p, "the learners compute; the same as --set config.device=DEVICE (cuda with remote learners: "
+                      "one GPU each)",
+                      default="the config's: a GPU when config.num_gpus_per_learner > 0, else the CPU")
     p.set_defaults(func=run)
 
 
@@ -54,6 +57,14 @@ def run(args: argparse.Namespace) -> int:
         print("offlinerl train: a resumed job keeps its config (and selects again if it did); drop --select-by",
               file=sys.stderr)
         return 2
+    if args.resume and args.device:
+        print("offlinerl train: a resumed job keeps its config (its device too); drop --device", file=sys.stderr)
+        return 2
+    if (problem := device_problem(args.device, learners=True)) is not None:
+        print(f"offlinerl train: {problem}", file=sys.stderr)
+        return 2
+    if args.device:
+        args.overrides = [*args.overrides, f"config.device={args.device}"]
     if args.select_by:
         args.overrides = [*args.overrides, f"config.evaluation.ope={args.select_by}"]
     try:

@@ -40,6 +40,14 @@ class LearnerGroupConfig(LearnerConfig, Protocol):
         """GPUs each learner reserves (> 0: NCCL, and the learner's device is a GPU)."""
 
     @property
+    def device(self) -> str | None:
+        """``cpu``, ``cuda`` or ``cuda:N`` (None: a GPU when ``num_gpus_per_learner > 0``)."""
+
+    @property
+    def learner_gpus(self) -> float:
+        """GPUs each learner reserves: ``num_gpus_per_learner``, else 1 when ``device`` is a GPU."""
+
+    @property
     def learner_placement(self) -> str:
         """``spread`` (one placement-group bundle per learner, Ray's SPREAD strategy) or ``default``."""
 
@@ -50,8 +58,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _device(config: LearnerGroupConfig) -> torch.device:
-    if config.num_gpus_per_learner > 0 and torch.cuda.is_available():
+def _device(config: LearnerGroupConfig, local: bool) -> torch.device:
+    """``config.device`` (``cuda:N`` only for the in-process learner: an actor uses the GPU Ray gave it), else a
+    GPU when the learners reserve one, else the CPU."""
+    if config.device == "cpu":
+        return torch.device("cpu")
+    if local and config.device and ":" in config.device:
+        return torch.device(config.device)
+    if config.learner_gpus > 0 and torch.cuda.is_available():
         return torch.device("cuda", 0 if torch.cuda.device_count() == 1 else torch.cuda.current_device())
     return torch.device("cpu")
 
@@ -73,7 +87,7 @@ class _LearnerWorker:
         return ray.util.get_node_ip_address(), _free_port()
 
     def setup(self, rank: int = 0, world_size: int = 1, master: tuple[str, int] | None = None) -> bool:
-        device = _device(self.config)
+        device = _device(self.config, local=master is None)
         if world_size > 1:
             import torch.distributed as dist
 
@@ -156,8 +170,8 @@ def _spread_bundles(config: LearnerGroupConfig, num_learners: int) -> Any:
     from ray.util.placement_group import placement_group
 
     bundle = {"CPU": float(config.num_cpus_per_learner)}
-    if config.num_gpus_per_learner:
-        bundle["GPU"] = float(config.num_gpus_per_learner)
+    if config.learner_gpus:
+        bundle["GPU"] = float(config.learner_gpus)
     group = placement_group([dict(bundle) for _ in range(num_learners)], strategy="SPREAD")
     ray.get(group.ready())
     return group
@@ -187,7 +201,7 @@ class LearnerGroup:
         import ray
 
         self._local = None
-        actor_cls = ray.remote(num_cpus=config.num_cpus_per_learner, num_gpus=config.num_gpus_per_learner)(_LearnerWorker)
+        actor_cls = ray.remote(num_cpus=config.num_cpus_per_learner, num_gpus=config.learner_gpus)(_LearnerWorker)
         self._placement_group = _spread_bundles(config, self.num_learners) if config.learner_placement == "spread" else None
         self._actors = [actor_cls.options(scheduling_strategy=_strategy(self._placement_group, rank)).remote(
             learner_class, config, module_spec, threads) for rank in range(self.num_learners)]

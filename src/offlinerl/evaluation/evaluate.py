@@ -17,7 +17,10 @@ __all__ = ["evaluate_checkpoint"]
 
 
 def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: int | None = None,
-                        seed: int | None = None, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                        seed: int | None = None, env_kwargs: Mapping[str, Any] | None = None,
+                        device: str | None = None) -> dict[str, Any]:
+    """The checkpoint's deterministic policy over ``episodes`` episodes of its env (or ``env``); ``device``
+    (``cpu``, ``cuda``, ``cuda:N``; default the CPU): where the policy network runs."""
     ckpt = load_checkpoint(path)
     if len(ckpt.module_ids) > 1:
         raise ValueError(f"{path}: holds {len(ckpt.module_ids)} modules ({', '.join(ckpt.module_ids)}); "
@@ -31,7 +34,8 @@ def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: i
         env_kwargs = {} if env is not None else dict(recorded) if isinstance(recorded, dict) else dict(ev.env_kwargs)
     check_env(env_id, ckpt.observation_space, ckpt.action_space, env_kwargs, trusted=env is not None,
               what=f"the checkpoint {path}")
-    module, env_to_module = ckpt.build_module(inference_only=True), ckpt.env_to_module()
+    module, env_to_module = ckpt.build_module(inference_only=True).to(device or "cpu"), ckpt.env_to_module()
     out = evaluate_module(module, env_id, env_to_module, episodes=episodes or ev.episodes,
                           seed=ev.seed if seed is None else seed, env_kwargs=env_kwargs)
-    return {"checkpoint": str(path), "algorithm": ckpt.algorithm, "env": env_id, "env_kwargs": dict(env_kwargs), **out}
+    return {"checkpoint": str(path), "algorithm": ckpt.algorithm, "env": env_id, "env_kwargs": dict(env_kwargs),
+            "device": device or "cpu", **out}

@@ -139,7 +139,7 @@ def run_finetune(
     resolved = dict(spec.config) if scratch else {**load_checkpoint(resume_from or spec.checkpoint).meta.config,
                                                    **(spec.config if resume_from is None else {})}
     check_local_gpus(float(resolved.get("num_gpus_per_learner") or 0), int(resolved.get("num_learners") or 0),
-                     address)  # GPUs asked for where there are none: refused before Ray, not trained on the CPU
+                     address, resolved.get("device"))  # GPUs asked for where there are none: refused before Ray, not trained on the CPU
     init_ray(address)
     validation = None if scratch else require_schema(dataset) if skip_validation else require_valid(dataset)
     first_records: list[dict[str, Any]] = []
@@ -203,6 +203,7 @@ def run_finetune(
         "best_eval_return": algo.best_eval_return,
         "iterations": algo.iteration,
         "updates": algo.num_updates,
+        "device": algo.config.learner_device,
         "env_steps": algo.env_steps,
         "env_runner_restarts": algo.experience.runners.num_restarts,
         "gate": None if algo.gate is None else algo.gate.metadata(),

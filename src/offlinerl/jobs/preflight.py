@@ -11,7 +11,9 @@ data. What it refuses, it refuses with the same one-line error the job would hav
 - the algorithm cannot train on the dataset's action space, e.g. TD3+BC on Discrete actions (the algorithm's
   own ``learner_connectors`` check, a ``ConfigError``);
 - GPUs asked for (``config.num_gpus_per_learner > 0``) where torch sees no CUDA device, for learners that run on
-  this machine (a ``ConfigError``; the job used to train on the CPU without a word).
+  this machine (a ``ConfigError``; the job used to train on the CPU without a word), and a ``config.device``
+  (``--device``) of ``cuda`` or ``cuda:N`` that torch here cannot run on (:func:`check_device`, which ``evaluate``
+  and ``ope`` call for their ``--device`` too).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
-__all__ = ["preflight", "check_gpus", "check_local_gpus", "stop_note", "planned_updates"]
+__all__ = ["preflight", "check_gpus", "check_device", "check_local_gpus", "stop_note", "planned_updates"]
 
 
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,
@@ -46,18 +48,39 @@ def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *,
         check_new_run_dir(Path(run_dir), inputs=[dataset])
     if info is not None and (not info.module_ids or len(info.module_ids) == 1):  # one module: the dataset's spaces are its spaces
         config.learner_connectors(info.observation_space, info.action_space)
-    check_local_gpus(config.num_gpus_per_learner, config.num_learners, address)
+    check_local_gpus(config.num_gpus_per_learner, config.num_learners, address, config.device)
     note = None if resuming else stop_note(stop, config.updates_per_iteration)
     if note:
         log(note)
 
 
-def check_local_gpus(per_learner: float, num_learners: int, address: str | None) -> None:
-    """:func:`check_gpus` for learners that run on this machine: all of them without an address (or
-    ``$RAY_ADDRESS``), the in-process one (``num_learners = 0``) with one; a cluster's remote learners run on
-    nodes whose GPUs this machine cannot see."""
+def check_local_gpus(per_learner: float, num_learners: int, address: str | None, device: str | None = None) -> None:
+    """:func:`check_gpus` and :func:`check_device` for learners that run on this machine: all of them without an
+    address (or ``$RAY_ADDRESS``), the in-process one (``num_learners = 0``) with one; a cluster's remote learners
+    run on nodes whose GPUs this machine cannot see."""
     if not (address or os.environ.get("RAY_ADDRESS")) or num_learners == 0:
+        check_device(device)
         check_gpus(per_learner)
+
+
+def check_device(device: str | None) -> None:
+    """A ``ConfigError`` naming ``--device DEVICE`` when it is ``cuda`` or ``cuda:N`` and torch sees no CUDA device,
+    or fewer than N + 1."""
+    from offlinerl.core.devices import cuda_count, is_cuda
+
+    if not is_cuda(device):
+        return
+    import torch
+
+    count = cuda_count()
+    if count == 0:
+        raise ConfigError(f"--device {device}: no CUDA device is available (torch {torch.__version__} sees 0); "
+                          "use --device cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        raise ConfigError(f"--device {device}: torch {torch.__version__} sees {count} CUDA device"
+                          f"{'s' * (count != 1)} (cuda:0{f' to cuda:{count - 1}' if count > 1 else ''}); "
+                          "use one of them, or --device cpu")
 
 
 def check_gpus(per_learner: float) -> None:
@@ -66,7 +89,9 @@ def check_gpus(per_learner: float) -> None:
         return
     import torch
 
-    if not torch.cuda.is_available():
+    from offlinerl.core.devices import cuda_count
+
+    if cuda_count() == 0:
         raise ConfigError(f"config.num_gpus_per_learner: {per_learner:g} GPU(s) per learner asked for, but torch "
                           f"{torch.__version__} sees no CUDA device (a CPU build, or no GPU here); set it to 0 to "
                           "train on the CPU")

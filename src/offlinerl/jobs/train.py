@@ -128,6 +128,7 @@ def run_train(
         "env": algo.config.evaluation.env or algo.offline_data.info.env_id,
         "iterations": algo.iteration,
         "updates": algo.num_updates,
+        "device": algo.config.learner_device,
         "updates_per_s": algo.num_updates / job.train_s if job.train_s > 0 else None,
         "train_time_s": job.train_s,
         "first_update_s": job.first_update_s,

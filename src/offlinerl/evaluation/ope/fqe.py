@@ -23,6 +23,7 @@ are scaled by (1 − γ) / max|r| inside the fit so values stay of order one;
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -137,9 +138,10 @@ class QNetwork(nn.Module):
         return self.expected(obs, actions, weights) * self.value_scale
 
 
-def fit_fqe(data: FQEData, action_space: gym.Space, gamma: float, config: FQEConfig = FQEConfig()
-            ) -> tuple[QNetwork, dict[str, float]]:
-    """Fit Q̂ of the policy described by ``data.next_actions``/``next_weights``; returns it and metrics."""
+def fit_fqe(data: FQEData, action_space: gym.Space, gamma: float, config: FQEConfig = FQEConfig(),
+            device: str = "cpu") -> tuple[QNetwork, dict[str, float]]:
+    """Fit Q̂ of the policy described by ``data.next_actions``/``next_weights`` on ``device`` (the data is moved
+    there, mini-batch draws stay on the CPU's generator); returns it, back on the CPU, and metrics."""
     if not 0 <= gamma < 1:
         raise ValueError(f"FQE needs 0 <= gamma < 1, got {gamma}")
     n = len(data.rewards)
@@ -148,16 +150,17 @@ def fit_fqe(data: FQEData, action_space: gym.Space, gamma: float, config: FQECon
     torch.manual_seed(config.seed)
     max_abs = float(data.rewards.abs().max())
     scale = (1 - gamma) / max_abs if max_abs > 0 else 1.0  # values of order one inside the fit
-    q = QNetwork(data.obs.shape[1], action_space, config.hidden, value_scale=1 / scale)
+    data = FQEData(**{f.name: getattr(data, f.name).to(device) for f in dataclasses.fields(data)})
+    q = QNetwork(data.obs.shape[1], action_space, config.hidden, value_scale=1 / scale).to(device)
     target = copy.deepcopy(q).requires_grad_(False)
     opt = torch.optim.Adam(q.parameters(), lr=config.lr)
     gen = torch.Generator().manual_seed(config.seed)
     rewards = data.rewards * scale
-    losses = torch.zeros(config.num_updates)
+    losses = torch.zeros(config.num_updates, device=device)
     with torch.enable_grad():  # callers may hold no_grad while preparing the data
         _regress(q, target, opt, data, rewards, gamma, config, gen, losses)
     tail = losses[-max(1, config.num_updates // 10):]
-    return q.eval(), {"fqe/loss_final": float(tail.mean()) * float(q.value_scale) ** 2, "fqe/updates": config.num_updates,
+    return q.cpu().eval(), {"fqe/loss_final": float(tail.mean()) * float(q.value_scale) ** 2, "fqe/updates": config.num_updates,
                       "fqe/iterations": config.num_iterations, "fqe/horizon_reached": 1 - gamma ** config.num_iterations}
 
 
@@ -167,7 +170,7 @@ def _regress(q: QNetwork, target: QNetwork, opt: torch.optim.Optimizer, data: FQ
     n = len(rewards)
     v_min, v_max = float(rewards.min().clamp(max=0)) / (1 - gamma), float(rewards.max().clamp(min=0)) / (1 - gamma)
     for step in range(config.num_updates):
-        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=gen)
+        idx = torch.randint(0, n, (min(config.batch_size, n),), generator=gen).to(rewards.device)
         with torch.no_grad():
             next_q = target.expected(data.next_obs[idx], data.next_actions[idx], data.next_weights[idx])  # [B]
             y = ops.td_target(rewards[idx], data.terminateds[idx], next_q.clamp(v_min, v_max), gamma)  # [B]

@@ -69,8 +69,15 @@ class OPEConfig:
     """Samples of π per state for V̂(s) = E_π Q̂(s, ·) with continuous actions (DR)."""
     seed: int = 0
     """Seed of the bootstrap and of π's samples."""
+    device: str = "cpu"
+    """Where the policy's forward passes and the FQE fit run (``cpu``, ``cuda``, ``cuda:N``); the episodes, the
+    estimators and the bootstrap stay on the CPU."""
 
     def __post_init__(self) -> None:
+        from offlinerl.core.devices import DEVICE_PATTERN
+
+        if DEVICE_PATTERN.fullmatch(self.device) is None:
+            raise ValueError(f"OPEConfig.device: 'cpu', 'cuda' or 'cuda:N', got {self.device!r}")
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown or not self.methods:
             raise ValueError(f"OPEConfig.methods: unknown {unknown or 'none given'}; choose among {', '.join(METHODS)}")
@@ -104,13 +111,16 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     """One row per method: estimate, interval, episodes (and ESS for the IS family), or ``skipped``: why."""
     if isinstance(module, MultiRLModule):
         module = module[module.module_for_agent(None)]
-    module.eval()
+    module.eval().to(config.device)
     space = data.info.action_space
     discrete = hasattr(space, "n")
     obs = module_inputs(env_to_module, data.obs)[C.OBS].float()  # [rows + S, D]: the act step's inputs
     n_obs = len(obs)
     # π(s) of every obs
-    deployed = _chunked(lambda s: forward(module, {C.OBS: obs[s]}, explore=False)[C.ACTIONS], n_obs)
+    def policy(s: slice, explore: bool, key: str) -> torch.Tensor:  # on config.device, the result on the CPU
+        return forward(module, {C.OBS: obs[s].to(config.device)}, explore=explore)[key].cpu()
+
+    deployed = _chunked(lambda s: policy(s, False, C.ACTIONS), n_obs)
     s_idx = torch.as_tensor(data.step_obs)
     actions = _torch_actions(data.actions, discrete)
     rewards = torch.as_tensor(np.array(data.rewards, dtype=np.float32))
@@ -122,7 +132,7 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
                            next_actions=deployed[s_idx + 1].unsqueeze(1), next_weights=torch.ones(len(s_idx), 1))
         t0 = time.perf_counter()
         log.info(f"  fqe: fitting Q̂ ({config.fqe.num_updates} updates) ...")
-        q, metrics = fit_fqe(fqe_data, space, config.gamma, config.fqe)
+        q, metrics = fit_fqe(fqe_data, space, config.gamma, config.fqe, device=config.device)
         log.info(f"  fqe: fitted in {time.perf_counter() - t0:.1f} s")
         init = torch.as_tensor(data.initial_obs)
         v0 = q(obs[init], deployed[init]).double().numpy()  # [E] Q̂(s0, π(s0))
@@ -137,12 +147,13 @@ def evaluate_policy_offline(module: Any, env_to_module: Any, data: OPEEpisodes,
     if data.action_logp is None:
         reason = "the dataset records no action_logp (behaviour log-probs)"
     else:
-        probe = forward(module, {C.OBS: obs[:1]}, explore=True)
+        probe = forward(module, {C.OBS: obs[:1].to(config.device)}, explore=True)
         if C.ACTION_DIST_INPUTS not in probe:
             reason = f"{type(module).__name__} acts deterministically: π(a|s) is undefined, IS needs a stochastic policy"
     if reason is not None:
         return rows + [_row(m, "stochastic", skipped=reason) for m in wanted]
-    dist_inputs = _chunked(lambda s: forward(module, {C.OBS: obs[s]}, explore=True)[C.ACTION_DIST_INPUTS], n_obs)
+    dist_inputs = _chunked(lambda s: policy(s, True, C.ACTION_DIST_INPUTS), n_obs)
+    module.cpu()  # the forward passes are done; action_dist's bounds (buffers) go beside its CPU inputs
     logp_pi = module.action_dist(dist_inputs[s_idx]).log_prob(actions).double().numpy()  # [S]
     lengths = data.episode_lengths
     r, mask = E.pad_episodes(data.rewards, lengths)
