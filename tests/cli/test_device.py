@@ -5,14 +5,17 @@ is argparse's one error line."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 import yaml
 
 from offlinerl.cli import main
+from tests.cli.test_preflight import RUN_ALL
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--set", "stop.updates=20", "--set", "config.updates_per_iteration=10", "--set", "config.evaluation.episodes=1",
@@ -44,25 +47,24 @@ def test_evaluate_and_ope_run_on_the_cpu(cpu_run, capsys):
     assert " fqe " in capsys.readouterr().out
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: nothing to refuse")
 @pytest.mark.parametrize("device", ["cuda", "cuda:3"])
-def test_a_gpu_that_is_not_here_is_refused_before_ray_starts(device, tmp_path, monkeypatch, capsys):
-    def no_ray(*args, **kwargs):
-        raise AssertionError("Ray started")
-
-    monkeypatch.setattr(ray, "init", no_ray)
-    monkeypatch.chdir(REPO)
-    line = (f"--device {device}: no CUDA device is available (torch {torch.__version__} sees 0); "
-            "use --device cpu")
+def test_a_gpu_that_is_not_here_is_refused_before_ray_starts(device, tmp_path):
+    """In a child process that sees no CUDA device and never had Ray: each command is one line, exit 2, and
+    Ray was never initialised (test_preflight's RUN_ALL)."""
+    line = f"--device {device}: no CUDA device is available (torch {torch.__version__} sees 0); use --device cpu"
     commands = [
         ("train", ["train", "jobs/cartpole-bc.yaml", "-o", str(tmp_path / "run"), *TINY]),
         ("finetune", ["finetune", "jobs/cartpole-iql-finetune.yaml", "-o", str(tmp_path / "ft")]),
         ("evaluate", ["evaluate", str(tmp_path)]),
         ("ope", ["ope", str(tmp_path), "--dataset", "datasets/cartpole-mixed"]),
     ]
-    for name, argv in commands:
-        assert main([*argv, "--device", device]) == 2
-        assert capsys.readouterr().err.splitlines() == [f"offlinerl {name}: {line}"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no CUDA device, even on a GPU host
+    proc = subprocess.run([sys.executable, "-c", RUN_ALL, json.dumps([[*argv, "--device", device]
+                                                                       for _, argv in commands])],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"codes": [2, 2, 2, 2], "ray_initialized": False}, proc.stderr
+    assert proc.stderr.splitlines() == [f"offlinerl {name}: {line}" for name, _ in commands]
     assert not (tmp_path / "run").exists() and not (tmp_path / "ft").exists()
 
 
