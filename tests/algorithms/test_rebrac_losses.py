@@ -165,6 +165,30 @@ def test_layer_norm_where_configured_and_the_inference_view_has_only_the_actor()
     assert ((a >= torch.as_tensor(ACT.low)) & (a <= torch.as_tensor(ACT.high))).all()
 
 
+def test_the_papers_initialisation_biases_and_small_output_layers():
+    # ReBRAC's and CORL's code (from EDAC): hidden biases 0.1, hidden weights as nn.Linear's U(±1/sqrt(fan_in)),
+    # actor output U(±1e-3), critic outputs U(±3e-3): the first actions mid-range, the first Q values near 0.
+    torch.manual_seed(0)
+    _, spec = _spec()
+    module = spec.build()["default_policy"]
+    linears = [m for m in module.pi_encoder.modules() if isinstance(m, nn.Linear)]
+    for net in [module.pi_encoder, *(m[0] for m in module.q.members)]:
+        for layer in (m for m in net.modules() if isinstance(m, nn.Linear)):
+            assert torch.all(layer.bias == 0.1)
+            assert layer.weight.abs().max() <= 1 / layer.in_features ** 0.5
+    assert linears[1].weight.abs().max() > 0.05  # hidden weights keep nn.Linear's scale (bound 1/16 here)
+    for layer, bound in [(module.pi_head, 1e-3), *((m[1], 3e-3) for m in module.q.members)]:
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound and layer.weight.abs().max() > 0
+    assert torch.equal(module.target_q.members[0][1].weight, module.q.members[0][1].weight)  # targets copy it
+    obs = torch.randn(64, 3)
+    assert (module.actions(obs) - module.action_center).abs().max() < 0.05  # mid-range: [-2, 2] x [0, 1] here
+    assert module.q_values(obs, torch.zeros(64, 2)).abs().max() < 0.1
+    lean = spec.build(inference_only=True)["default_policy"]
+    assert torch.all(lean.pi_encoder[0].bias == 0.1) and lean.pi_head.weight.abs().max() <= 1e-3
+    _, plain = _spec(paper_init=False)
+    assert not torch.all(plain.build()["default_policy"].pi_encoder[0].bias == 0.1)  # nn.Linear's own
+
+
 def test_the_actor_and_targets_move_every_policy_freq_updates_with_the_same_metric_names():
     cfg, spec = _spec()
     learner = ReBRACLearner(config=cfg, module_spec=spec).build()
@@ -186,6 +210,7 @@ def test_defaults_are_the_papers_and_bad_settings_are_refused_with_the_field():
         1024, (256, 256, 256), 1e-3, 1e-3, 0.005, 0.99)
     assert (cfg.policy_noise, cfg.noise_clip, cfg.policy_freq, cfg.normalize_q) == (0.2, 0.5, 2, True)
     assert (cfg.actor_layer_norm, cfg.critic_layer_norm, cfg.actor_bc_coef, cfg.critic_bc_coef) == (False, True, 0.01, 0.01)
+    assert cfg.paper_init and cfg.module_config()["paper_init"]
     assert ReBRACConfig.from_dict(cfg.to_dict()) == cfg
     names = [type(c).__name__ for c in cfg.learner_connectors(OBS, ACT)]
     assert names == ["AddTransitions", "AddNextObservations", "AddNextActions"]

@@ -54,6 +54,9 @@ class ReBRACConfig(AlgorithmConfig):
     """LayerNorm after each hidden layer's activation in the actor (off in the paper's runs)."""
     critic_layer_norm: bool = True
     """LayerNorm after each hidden layer's activation in every critic."""
+    paper_init: bool = True
+    """Initialise as the paper's code does: hidden biases 0.1, output layers U(±1e-3) (actor) and U(±3e-3)
+    (critics), so the first actions sit mid-range and the first Q values near 0; false: ``nn.Linear``'s."""
     exploration_noise: float = 0.1
     """Std of the Gaussian noise ``forward_exploration`` adds (online use), in units of the action half-range."""
 
@@ -71,7 +74,8 @@ class ReBRACConfig(AlgorithmConfig):
 
     def module_config(self) -> dict:
         return {**super().module_config(), "num_critics": self.num_critics, "exploration_noise": self.exploration_noise,
-                "actor_layer_norm": self.actor_layer_norm, "critic_layer_norm": self.critic_layer_norm}
+                "actor_layer_norm": self.actor_layer_norm, "critic_layer_norm": self.critic_layer_norm,
+                "paper_init": self.paper_init}
 
     def learner_connectors(self, observation_space: gym.Space, action_space: gym.Space) -> list:
         """Transitions, next observations and the data's next actions; anything but continuous actions is

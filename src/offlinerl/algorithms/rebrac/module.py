@@ -7,7 +7,10 @@
   ``sync_target_networks(tau)`` (Polyak).
 
 LayerNorm follows each hidden layer's activation, as in the paper's code; ``model_config`` keys
-``actor_layer_norm`` and ``critic_layer_norm`` switch it. Acting, Q evaluation, target syncing and the
+``actor_layer_norm`` and ``critic_layer_norm`` switch it. The initialisation is the paper's code's
+(ReBRAC and CORL, from EDAC): hidden weights as ``nn.Linear``'s (U(±1/√fan_in)), hidden biases 0.1,
+and output layers U(±1e-3) for the actor and U(±3e-3) for the critics, so that the first actions sit
+near the middle of the bounds (tanh unsaturated) and the first Q values near 0 (``paper_init``). Acting, Q evaluation, target syncing and the
 parameter groups are ``TD3BCRLModule``'s; only the networks differ.
 """
 
@@ -24,7 +27,7 @@ from offlinerl.algorithms.td3bc.module import TD3BC_MODEL_CONFIG, TD3BCRLModule
 from offlinerl.core.flatten import flat_dim
 from offlinerl.core.networks import activation
 
-__all__ = ["ReBRACRLModule", "REBRAC_MODEL_CONFIG", "MemberCritics", "trunk"]
+__all__ = ["ReBRACRLModule", "REBRAC_MODEL_CONFIG", "MemberCritics", "trunk", "init_like_paper"]
 
 #: Defaults for the keys of ``model_config`` this module reads.
 REBRAC_MODEL_CONFIG: dict[str, Any] = {
@@ -32,7 +35,11 @@ REBRAC_MODEL_CONFIG: dict[str, Any] = {
     "hidden": [256, 256, 256],
     "actor_layer_norm": False,
     "critic_layer_norm": True,
+    "paper_init": True,
 }
+
+#: Hidden-layer bias and output-layer bounds of the paper's initialisation (``init_like_paper``).
+HIDDEN_BIAS, ACTOR_OUT_BOUND, CRITIC_OUT_BOUND = 0.1, 1e-3, 3e-3
 
 
 def trunk(in_dim: int, hidden: Sequence[int], act: str, layer_norm: bool) -> nn.Sequential:
@@ -46,6 +53,17 @@ def trunk(in_dim: int, hidden: Sequence[int], act: str, layer_norm: bool) -> nn.
     return nn.Sequential(*layers)
 
 
+@torch.no_grad()
+def init_like_paper(hidden: nn.Module, output: nn.Linear, out_bound: float) -> None:
+    """The paper's initialisation: every ``nn.Linear`` in ``hidden`` keeps its weights and gets bias
+    ``HIDDEN_BIAS``; ``output``'s weights and bias are drawn from U(±out_bound)."""
+    for layer in hidden.modules():
+        if isinstance(layer, nn.Linear):
+            layer.bias.fill_(HIDDEN_BIAS)
+    output.weight.uniform_(-out_bound, out_bound)
+    output.bias.uniform_(-out_bound, out_bound)
+
+
 class MemberCritics(nn.Module):
     """``num_members`` independent ``trunk + Linear(-> out)`` networks: ``[B, in] -> [E, B, out]``."""
 
@@ -56,6 +74,11 @@ class MemberCritics(nn.Module):
         self.members = nn.ModuleList(
             nn.Sequential(trunk(in_dim, hidden, act, layer_norm), nn.Linear(hidden[-1] if hidden else in_dim, out_dim))
             for _ in range(num_members))
+
+    def init_like_paper(self) -> None:
+        """Each member's trunk and output layer as ``init_like_paper`` (output bound ``CRITIC_OUT_BOUND``)."""
+        for member in self.members:
+            init_like_paper(member[0], member[1], CRITIC_OUT_BOUND)
 
     def forward(self, x: Tensor) -> Tensor:
         return torch.stack([member(x) for member in self.members])  # [E, B, out]
@@ -75,10 +98,15 @@ class ReBRACRLModule(TD3BCRLModule):
         self.exploration_noise = float(cfg["exploration_noise"])
         self.pi_encoder = trunk(obs_dim, hidden, act, bool(cfg["actor_layer_norm"]))
         self.pi_head = nn.Linear(hidden[-1] if hidden else obs_dim, act_dim)
+        paper_init = bool(cfg["paper_init"])
+        if paper_init:
+            init_like_paper(self.pi_encoder, self.pi_head, ACTOR_OUT_BOUND)
         if self.inference_only:
             return
         self.q = MemberCritics(int(cfg["num_critics"]), obs_dim + act_dim, 1, list(cfg["critic_hidden"] or hidden), act,
                                bool(cfg["critic_layer_norm"]))
+        if paper_init:
+            self.q.init_like_paper()
         self.target_pi_encoder = copy.deepcopy(self.pi_encoder).requires_grad_(False)
         self.target_pi_head = copy.deepcopy(self.pi_head).requires_grad_(False)
         self.target_q = copy.deepcopy(self.q).requires_grad_(False)
