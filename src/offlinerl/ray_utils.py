@@ -89,8 +89,11 @@ def _import_in_background(module: str) -> threading.Thread:
 def ray_failure(exc: BaseException | None) -> str | None:
     """``Type: first line`` of the Ray failure in ``exc``'s chain (a dead actor, worker, node or raylet, a lost
     object, an unreachable GCS), or None when ``exc`` is not one. A task's own error (``RayTaskError`` whose
-    cause is the user's code, e.g. malformed data) is not a Ray failure."""
-    import ray.exceptions as rex
+    cause is the user's code, e.g. malformed data) is not a Ray failure; nor is anything in a process that never
+    imported Ray (a job that ran without it), which this does not import Ray to find out."""
+    rex = sys.modules.get("ray.exceptions")
+    if rex is None:
+        return None
 
     system = (rex.RaySystemError, rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError,
               rex.LocalRayletDiedError, rex.RpcError)

@@ -55,17 +55,21 @@ class Trainer:
 
     def __init__(self, algorithm: str, config: AlgorithmConfig, dataset: str | Path, *, address: str | None = None,
                  validate_data: bool = True, **algorithm_options: Any) -> None:
-        """``address``: the Ray cluster to join (default: ``$RAY_ADDRESS``, else a local Ray); ``validate_data``:
-        run the validator first (``InvalidDatasetError`` with its report); ``algorithm_options``: passed on to
-        ``offlinerl.training.algorithm.Algorithm`` (e.g. ``module_class``)."""
+        """``address``: the Ray cluster to join (default: ``$RAY_ADDRESS``; without one, a local Ray when the job
+        needs Ray, and none for an in-memory job with one local learner: ``training.setup.ray_reason``);
+        ``validate_data``: run the validator first (``InvalidDatasetError`` with its report);
+        ``algorithm_options``: passed on to ``offlinerl.training.algorithm.Algorithm`` (e.g. ``module_class``)."""
         from offlinerl.ray_utils import init_ray
+        from offlinerl.training.setup import ray_reason
 
         dataset = Path(dataset)
         if not (dataset / "dataset.json").is_file():
             raise FileNotFoundError(f"{dataset}: not an episode dataset (no dataset.json)")
-        init_ray(address)
+        use_ray = ray_reason(config, algorithm_options.get("online"), dataset, address) is not None
+        if use_ray:
+            init_ray(address)
         self.algorithm = Algorithm(algorithm, config, str(dataset.resolve()), validate_data=validate_data,
-                                   **algorithm_options)
+                                   use_ray=use_ray, **algorithm_options)
         """The control plane (``offlinerl.training.algorithm.Algorithm``) this trains."""
         self.last_result: dict[str, Any] | None = None
         """The newest ``fit``'s ``result.json``."""

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.jobs.guards import NonFiniteLossError
     from offlinerl.jobs.spec import load_job_run, load_job_spec
     from offlinerl.jobs.train import run_train
-    from offlinerl.ray_utils import quiet_ray_data, ray_failure
+    from offlinerl.ray_utils import ray_failure
 
     if (args.job_file is None) == (args.resume is None):
         print("offlinerl train: give a JOB_FILE, or --resume RUN_DIR (not both)", file=sys.stderr)
@@ -79,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
     except (CheckpointError, ValueError) as exc:
         print(f"offlinerl train: {exc}", file=sys.stderr)
         return 1
-    quiet_ray_data()  # keep the progress bar readable
     try:
         result = run_train(job, config, run_dir=args.resume or args.output, resume_from=checkpoint,
                               address=args.address, progress=not args.no_progress,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from typing import Iterator
 
 import pyarrow as pa
@@ -37,16 +38,22 @@ def root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What malformed data raises: Arrow's, the OS's and Python's errors, and a Ray task's where Ray was imported
+    (a job that runs without Ray never imports it for this)."""
+    errors: tuple[type[BaseException], ...] = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError)
+    rex = sys.modules.get("ray.exceptions")
+    return errors if rex is None else (rex.RayTaskError, *errors)
+
+
 @contextlib.contextmanager
 def reading(path: str) -> Iterator[None]:
     """Turn the errors malformed data raises inside the block into one :class:`DatasetReadError` naming ``path``."""
-    import ray.exceptions
-
     try:
         yield
     except DatasetReadError:
         raise
-    except (ray.exceptions.RayTaskError, pa.ArrowException, OSError, ValueError, TypeError, IndexError, KeyError) as exc:
+    except _read_errors() as exc:
         failure = ray_failure(exc)
         if failure is not None:  # Ray went away (e.g. a ConnectionError from its GCS): not the data's fault
             raise RayFailure(failure) from exc
@@ -58,11 +65,12 @@ def reading(path: str) -> Iterator[None]:
 def unwrap_read_errors() -> Iterator[None]:
     """A :class:`DatasetReadError` raised in a learner actor (while streaming) as its one line, not as the
     ``RayTaskError`` that carries it with the actor's traceback."""
-    import ray.exceptions
-
     try:
         yield
-    except ray.exceptions.RayTaskError as exc:
+    except Exception as exc:
+        rex = sys.modules.get("ray.exceptions")  # without Ray there is no actor error to unwrap
+        if rex is None or not isinstance(exc, rex.RayTaskError):
+            raise
         if isinstance(exc.cause, DatasetReadError):
             raise DatasetReadError(str(exc.cause)) from None
         raise

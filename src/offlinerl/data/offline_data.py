@@ -24,7 +24,7 @@ import functools
 import math
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -38,12 +38,14 @@ from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import parquet_files, read_dataset, read_info
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.info import DatasetInfo
+from offlinerl.episodes.parquet_size import check_parquet_size
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
 
 if TYPE_CHECKING:  # not imported by Ray Data's workers, which import this module for its transforms
     from offlinerl.data.config import OfflineDataConfig
 
-__all__ = ["OfflineData", "episodes_to_transitions", "sample_episodes", "MODULE_COLUMN", "row_module_ids"]
+__all__ = ["OfflineData", "data_mode", "estimated_bytes", "episodes_to_transitions", "sample_episodes", "MODULE_COLUMN", "row_module_ids"]
 
 _EPISODE_COLUMNS = [S.EPISODE_ID, S.OBS, S.ACTIONS, S.REWARDS, S.TERMINATED, S.TRUNCATED]
 #: Per-step column naming the module that learns from a transition (multi-agent datasets only).
@@ -101,11 +103,34 @@ def _unit_obs_moments(unit: ScanUnit, *, columns: list[str], drop_episodes: np.n
     return moments.get_state()
 
 
-class OfflineData:
-    """The dataset at ``path`` prepared for the learners of one algorithm config."""
+def estimated_bytes(info: DatasetInfo) -> int:
+    """Rough size in memory of a dataset's transitions (obs, next obs, actions, scalars), from ``dataset.json``."""
+    obs = flat_dim(info.observation_space) * 4
+    act = getattr(info.action_space, "shape", ()) or (1,)
+    return int(info.num_steps * (2 * obs + int(np.prod(act)) * 8 + 5 * 4))
 
-    def __init__(self, path: str | Path, config: OfflineDataConfig, extra_columns: tuple[str, ...] = ()) -> None:
+
+def data_mode(config: OfflineDataConfig, info: DatasetInfo) -> str:
+    """``in_memory`` or ``streaming``: ``data.mode``, or for ``auto`` whether the transitions fit in
+    ``data.in_memory_max_bytes`` (:func:`estimated_bytes`)."""
+    mode = config.data.mode
+    if mode == "auto":
+        return "in_memory" if estimated_bytes(info) <= config.data.in_memory_max_bytes else "streaming"
+    return mode
+
+
+class OfflineData:
+    """The dataset at ``path`` prepared for the learners of one algorithm config.
+
+    ``use_ray=False`` (in-memory mode only): the transitions are read in this process with pyarrow, file by file in
+    the order Ray Data reads them, through the same ``episodes_to_transitions``: the same arrays, without Ray
+    (``offlinerl.training.setup.ray_reason`` says when a job needs Ray).
+    """
+
+    def __init__(self, path: str | Path, config: OfflineDataConfig, extra_columns: tuple[str, ...] = (), *,
+                 use_ray: bool = True) -> None:
         self.path = str(Path(path))
+        self.use_ray = use_ray
         self.info = read_info(path)
         self.config = config
         self.observation_space = self.info.observation_space
@@ -122,6 +147,8 @@ class OfflineData:
                                 holdout_episode_ids(dataset_episode_ids(self.path), holdout.fraction, holdout.seed))
         self.mode = self._choose_mode()
         self.module_ids = self._find_module_ids()
+        if not use_ray and self.mode != "in_memory":
+            raise ValueError(f"{self.path}: {self.mode} data is read by Ray Data; use_ray=False needs data.mode=in_memory")
         if len(self.module_ids) > 1 and self.mode != "in_memory":
             raise ValueError(f"{self.path}: multi-agent datasets (modules {self.module_ids}) train in in-memory mode only "
                              "for now; set data.mode=in_memory")
@@ -175,16 +202,11 @@ class OfflineData:
 
     # -- mode ------------------------------------------------------------------------------------
     def estimated_bytes(self) -> int:
-        """Rough size of the transitions in memory (obs, next obs, actions, scalars)."""
-        obs = flat_dim(self.observation_space) * 4
-        act = getattr(self.action_space, "shape", ()) or (1,)
-        return int(self.info.num_steps * (2 * obs + int(np.prod(act)) * 8 + 5 * 4))
+        """Rough size of the transitions in memory (:func:`estimated_bytes`)."""
+        return estimated_bytes(self.info)
 
     def _choose_mode(self) -> str:
-        mode = self.config.data.mode
-        if mode == "auto":
-            return "in_memory" if self.estimated_bytes() <= self.config.data.in_memory_max_bytes else "streaming"
-        return mode
+        return data_mode(self.config, self.info)
 
     # -- Ray Data ----------------------------------------------------------------------------------
     def _concurrency(self) -> int:
@@ -234,7 +256,9 @@ class OfflineData:
         if self._arrays is None:
             parts: dict[str, list[np.ndarray]] = {}
             with reading(self.path):
-                for batch in self.transitions(normalize=False, preserve_order=True).iter_batches(batch_size=None, batch_format="numpy"):
+                batches = (self.transitions(normalize=False, preserve_order=True).iter_batches(batch_size=None, batch_format="numpy")
+                           if self.use_ray else self._local_transitions())
+                for batch in batches:
                     for k, v in batch.items():
                         parts.setdefault(k, []).append(v)
             if not parts:
@@ -248,6 +272,20 @@ class OfflineData:
                 arrays = self.normalizer(arrays)
             self._arrays = arrays
         return self._arrays
+
+    def _local_transitions(self) -> Iterator[dict[str, np.ndarray]]:
+        """``load_arrays`` without Ray: each file's episode rows (the columns ``transitions`` reads) through
+        ``episodes_to_transitions`` in this process, files in ``parquet_files`` order (Ray Data's, with
+        ``preserve_order``). Each file is sized from its footer first (``check_parquet_size``)."""
+        import pyarrow.parquet as pq
+
+        columns = _EPISODE_COLUMNS + ([S.AGENT_ID, S.MODULE_ID] if self.multi_module else []) + list(self.extra_columns)
+        for f in parquet_files(self.path):
+            check_parquet_size(f)
+            table = pq.read_table(f, columns=columns)
+            yield episodes_to_transitions(table, self.learner_pipeline(normalize=False), self.observation_space,
+                                          self.action_space, extra_columns=self.extra_columns,
+                                          with_module_ids=self.multi_module, drop_episodes=self.holdout_ids)
 
     def stats_sample(self) -> tuple[list[str], float]:
         """The files and the share of their episodes the streaming statistics pass reads: every file and episode

@@ -98,34 +98,41 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else 'unreadable'}"
 
 
+def _payload(unit: ScanUnit, fn: Callable[[ScanUnit], dict[str, Any]], node: str | None) -> str:
+    """``fn(unit)`` (or its read error) with the unit and the node, as JSON."""
+    try:
+        payload = fn(unit)
+    except READ_ERRORS as exc:
+        payload = {"read_error": _describe(exc)}
+    payload["unit"] = asdict(unit)
+    payload["node"] = node
+    return json.dumps(payload)
+
+
 def _apply(batch: dict[str, np.ndarray], fn: Callable[[ScanUnit], dict[str, Any]]) -> dict[str, np.ndarray]:
     from offlinerl.ray_utils import node_id
 
     node = node_id()
-    out = []
-    for text in batch["unit"]:
-        unit = ScanUnit(**json.loads(str(text)))
-        try:
-            payload = fn(unit)
-        except READ_ERRORS as exc:
-            payload = {"read_error": _describe(exc)}
-        payload["unit"] = asdict(unit)
-        payload["node"] = node
-        out.append(json.dumps(payload))
+    out = [_payload(ScanUnit(**json.loads(str(text))), fn, node) for text in batch["unit"]]
     return {"payload": np.array(out, dtype=object)}
 
 
 def run_units(
-    units: Sequence[ScanUnit], fn: Callable[[ScanUnit], dict[str, Any]], *, desc: str = "scanning"
+    units: Sequence[ScanUnit], fn: Callable[[ScanUnit], dict[str, Any]], *, desc: str = "scanning", local: bool = False
 ) -> Iterator[dict[str, Any]]:
     """Run ``fn`` on every unit as a Ray Data job; yield each unit's JSON payload (in any order).
 
     ``fn`` must be picklable (a module-level function, or a ``functools.partial``
     of one) and return a JSON-serialisable dict. A unit whose bytes cannot be
     read yields ``{"read_error": "...", "unit": {...}}`` instead of failing the job.
-    Every payload also names the Ray node its task ran on (``"node"``).
+    Every payload also names the Ray node its task ran on (``"node"``). ``local``: run the units one after
+    another in this process instead, without Ray (``"node"`` is None; the same payloads, in unit order).
     """
     if not units:
+        return
+    if local:
+        for unit in units:
+            yield json.loads(_payload(unit, fn, None))
         return
     import ray.data
     from tqdm import tqdm

@@ -264,8 +264,9 @@ def _check_schema(actual: pa.Schema, expected: pa.Schema) -> tuple[list[str], se
     return problems, typed, listed
 
 
-def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationReport:
-    """Run every check on the dataset directory ``path`` (Ray is started if needed)."""
+def validate_dataset(path: str | Path, max_examples: int = 5, *, local: bool = False) -> ValidationReport:
+    """Run every check on the dataset directory ``path`` (Ray is started if needed; ``local``: the row groups are
+    checked one after another in this process, without Ray: ``scan.run_units``)."""
     report = ValidationReport(str(path), [CheckResult(n, sev, d) for n, sev, d in CHECKS])
     limit = max(0, int(max_examples))
     info_check = report.check("dataset_json")
@@ -310,7 +311,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5) -> ValidationRepor
     rows: list[tuple] = []
     per_check = {c: (0, []) for c in ROW_CHECKS}
     nodes: set[str] = set()
-    for payload in run_units(units, fn, desc="validating"):
+    for payload in run_units(units, fn, desc="validating", local=local):
         nodes.add(payload["node"])
         name = Path(payload["unit"]["file"]).name
         if "read_error" in payload:
@@ -352,13 +353,13 @@ class InvalidDatasetError(ValueError):
         self.report = report
 
 
-def require_valid(path: str | Path, max_examples: int = 5) -> ValidationReport:
+def require_valid(path: str | Path, max_examples: int = 5, *, local: bool = False) -> ValidationReport:
     """The preflight of a training job: validate ``path``; raise :class:`InvalidDatasetError` unless valid.
 
     Warnings (observations outside their space) pass; any failed error-level check
     or an unreadable file stops the job before it spends compute. A dataset whose files have not
     changed since they passed is not read again: the stored report comes back with ``cached=True``
-    (:mod:`offlinerl.episodes.validated`).
+    (:mod:`offlinerl.episodes.validated`). ``local``: as in :func:`validate_dataset`.
     """
     stored = validated.lookup(path)
     if stored is not None:
@@ -366,7 +367,7 @@ def require_valid(path: str | Path, max_examples: int = 5) -> ValidationReport:
             return ValidationReport.from_json(stored, cached=True)
         except (KeyError, TypeError, ValueError):
             pass  # a record of another version's layout: validate again
-    report = validate_dataset(path, max_examples=max_examples)
+    report = validate_dataset(path, max_examples=max_examples, local=local)
     if not report.ok:
         raise InvalidDatasetError(report)
     return report

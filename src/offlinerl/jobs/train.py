@@ -27,6 +27,7 @@ from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec, run_config
 from offlinerl.training.algorithm import Algorithm
+from offlinerl.training.setup import ray_reason
 
 __all__ = ["run_train", "RUN_FILES"]
 
@@ -79,23 +80,27 @@ def run_train(
     """
     if algorithm is not None and resume_from is not None:
         raise ValueError("run_train: resume_from continues a run directory; it takes no algorithm")
-    from offlinerl.ray_utils import init_ray
+    from offlinerl.ray_utils import init_ray, quiet_ray_data
 
     t_start = time.time() if started_at is None else started_at
     preflight(spec.dataset, config, spec.stop, run_dir=run_dir, resuming=resume_from is not None, log=log,
               address=address)  # before Ray: its refusals take no 10-30 s start
-    init_ray(address)
+    use_ray = algorithm.use_ray if algorithm is not None else ray_reason(config, None, spec.dataset, address) is not None
+    if use_ray:  # else the whole job runs in this process: in-memory data, one local learner, no cluster
+        quiet_ray_data()  # Ray Data's own INFO lines would break up the progress bar
+        init_ray(address)
     if algorithm is not None:
         validation = None
     else:
-        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset)
+        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset, local=not use_ray)
     if validation is not None and validation.cached:
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
         config=run_config(spec, config),  # written first: it names the job being built
-        start=lambda: algorithm or Algorithm(spec.algorithm, config, spec.dataset, validate_data=False),
-        resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, validate_data=False))
+        start=lambda: algorithm or Algorithm(spec.algorithm, config, spec.dataset, validate_data=False, use_ray=use_ray),
+        resume=lambda: Algorithm.from_checkpoint(resume_from, dataset=spec.dataset, validate_data=False,
+                                                 use_ray=use_ray))
     if resume_from is not None:
         log(f"resuming {run} from {resume_from} (iteration {algo.iteration}, {algo.num_updates} updates)")
     nodes = algo.ray_nodes(validation)

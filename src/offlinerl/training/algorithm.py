@@ -73,19 +73,29 @@ class Algorithm:
         connector_state: Mapping[str, Any] | None = None,
         validate_data: bool = True,
         online: OnlineConfig | None = None,
+        use_ray: bool | None = None,
     ) -> None:
         """``validate_data``: run the validator on ``dataset`` first and raise ``InvalidDatasetError`` with its
         report if it finds errors (False: for data already validated, e.g. by ``offlinerl validate``).
         ``online``: also gather experience in the env and learn from it mixed with ``dataset`` (see the module
-        docstring)."""
+        docstring). ``use_ray``: None (default) starts Ray only when the job needs it (``setup.ray_reason``:
+        a cluster, remote learners, env runners or streaming data); False runs an in-memory job with its one
+        learner entirely in this process (the same arrays and updates as with Ray)."""
         from offlinerl.ray_utils import init_ray
 
         spec: AlgorithmSpec = get_algorithm(algorithm)
         if not isinstance(config, spec.config_cls):
             raise TypeError(f"{algorithm} needs a {spec.config_cls.__name__}, got {type(config).__name__}")
-        init_ray()
+        reason = _setup.ray_reason(config, online, dataset)
+        if use_ray is None:
+            use_ray = reason is not None
+        elif not use_ray and reason is not None:
+            raise ValueError(f"use_ray=False: this job needs Ray for {reason}")
+        self.use_ray = use_ray
+        if use_ray:
+            init_ray()
         if validate_data:
-            require_valid(dataset)
+            require_valid(dataset, local=not use_ray)
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)
@@ -93,7 +103,7 @@ class Algorithm:
         # Classes given here are trusted in this process: checkpoints naming them load again.
         self.learner_class = allow_class(learner_class or spec.learner_cls)
         self.module_class = allow_class(module_class or spec.module_cls)
-        self.offline_data = OfflineData(dataset, config)
+        self.offline_data = OfflineData(dataset, config, use_ray=use_ray)
         _setup.check_eval_env(config, self.offline_data, self.dataset)  # a wrong env must not cost a training run
         if online is not None:
             _setup.check_online_env(config, online, self.offline_data, self.dataset)
@@ -323,8 +333,12 @@ class Algorithm:
     def ray_nodes(self, validation: Any = None) -> dict[str, Any]:
         """Where this job runs (Ray node ids): the cluster's alive nodes, the driver's, each learner's by rank
         (``num_learners=0``: the driver's), the tasks of ``validation`` (``require_valid``'s result; none if
-        skipped) and, online, each env runner's and evaluation runner's."""
+        skipped) and, online, each env runner's and evaluation runner's. A job without Ray ran on no Ray node:
+        every list is empty and the driver None."""
         from offlinerl.ray_utils import cluster_node_ids, node_id
+
+        if not self.use_ray:
+            return {"cluster": [], "driver": None, "learners": [], "validation": []}
 
         nodes: dict[str, Any] = {"cluster": cluster_node_ids(), "driver": node_id(),
                                  "learners": self.learner_group.node_ids(),

@@ -10,15 +10,39 @@ and streaming needs a CPU for Ray Data besides them (or the readers never start)
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
-from offlinerl.data.offline_data import OfflineData
+from offlinerl.data.offline_data import OfflineData, data_mode
+from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.env.env_check import check_env
 from offlinerl.training.online_config import OnlineConfig
 
-__all__ = ["can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
+__all__ = ["ray_reason", "can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
            "online_env_id", "online_env_kwargs"]
+
+
+def ray_reason(config: AlgorithmConfig, online: OnlineConfig | None, dataset: str | Path,
+               address: str | None = None) -> str | None:
+    """What of a job needs Ray, in a few words; None when nothing does. A job with its data in memory, its one
+    learner in this process, no env runners and no cluster (``address`` or ``$RAY_ADDRESS``) runs without Ray:
+    the same reads, transforms and updates, seconds sooner. A dataset whose ``dataset.json`` cannot be read needs
+    none either: the validation in this process reports what is wrong with it."""
+    if address or os.environ.get("RAY_ADDRESS"):
+        return "a Ray cluster to join"
+    if config.num_learners > 0:
+        return f"{config.num_learners} remote learner{'s' * (config.num_learners != 1)}"
+    if online is not None:
+        return "online experience (env runners)"
+    try:
+        info = read_info(dataset)
+    except DatasetInfoError:
+        return None
+    if data_mode(config, info) == "streaming":
+        return "streaming data"
+    return None
 
 
 def can_evaluate(config: AlgorithmConfig, data: OfflineData) -> bool:
@@ -82,14 +106,14 @@ def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: Offlin
 def check_cpus(config: AlgorithmConfig, online: OnlineConfig | None, data: OfflineData) -> None:
     """Learner and EnvRunner actors must fit the cluster (or they never start), and streaming needs a CPU for
     Ray Data besides them (or the readers never start)."""
-    import ray
-
     cfg = config
     learners = cfg.num_learners * cfg.num_cpus_per_learner
     runners = 0 if online is None else (online.num_env_runners + online.num_eval_env_runners) * online.num_cpus_per_env_runner
     streaming = data.mode == "streaming"
     if not runners and not (streaming and learners):
         return
+    import ray
+
     cpus = ray.cluster_resources().get("CPU", 0)
     left = cpus - learners - runners
     if not runners and left < 1:
