@@ -133,13 +133,12 @@ def test_delayed_updates_the_actor_and_targets_move_only_every_policy_freq_updat
     learner, _ = _learner(policy_freq=3)
     module = learner.module["default_policy"]
     actor_names, target_names = {"pi_encoder", "pi_head"}, {"target_pi_encoder", "target_pi_head", "target_q"}
-    keys = None
     for i in range(6):
         before = {"actor": _params(module, actor_names), "target": _params(module, target_names),
                   "critic": _params(module, {"q"})}
         metrics = learner.update(_batch_np(seed=i))
-        keys = keys or set(metrics)
-        assert set(metrics) == keys and np.isfinite(metrics["losses/actor"].item())  # same names every update
+        # the actor's loss is computed (and reported) only on the updates that step it: no forward pass is spent
+        assert ("losses/actor" in metrics) == (i % 3 == 2) and np.isfinite(metrics["losses/critic"].item())
         moved = {g: any(not torch.equal(v, module.state_dict()[k]) for k, v in before[g].items()) for g in before}
         assert moved == {"actor": i % 3 == 2, "target": i % 3 == 2, "critic": True}, i
         actor_opt = learner.optimizer("default_policy", "actor")

@@ -92,6 +92,25 @@ def test_run_updates_averages_metrics_and_counts():
     assert out["learner/updates"] == 3.0
 
 
+def test_a_metric_some_updates_report_is_averaged_over_those_updates():
+    # e.g. TD3+BC's delayed actor: its loss exists only on the updates that step it
+    class EveryOther(CoupledLearner):
+        def compute_loss_for_module(self, module_id, module, batch, fwd_out):
+            out = super().compute_loss_for_module(module_id, module, batch, fwd_out)
+            if self.timestep % 2 == 0:
+                return out
+            return type(out)(losses=out.losses, metrics={**out.metrics, "extra/odd": torch.tensor(float(self.timestep))})
+
+    learner = EveryOther(config=Cfg(), module_spec=_spec()).build()
+    ref = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
+    batches = [_batch(seed=s) for s in range(5)]
+    first = learner.run_updates(_Fixed(batches), 5)
+    assert first["extra/odd"] == pytest.approx((1 + 3) / 2)  # updates 1 and 3 of 0..4
+    vals = [ref.update(b)["losses/actor"].item() for b in batches]
+    assert first["losses/actor"] == pytest.approx(np.mean(vals), rel=1e-5) and first["learner/updates"] == 5.0
+    assert "perf/first_update_at" in first
+
+
 def test_only_the_first_call_reports_when_the_first_update_finished():
     learner = CoupledLearner(config=Cfg(), module_spec=_spec()).build()
     batches = [_batch(seed=s) for s in range(3)]

@@ -218,26 +218,32 @@ class Learner:
             self._optimizers[key].step()
 
     def run_updates(self, source: BatchSource, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
-        """``num_updates`` updates on batches from ``source`` (``hold``: as in ``update``); metrics averaged, synced once."""
+        """``num_updates`` updates on batches from ``source`` (``hold``: as in ``update``); metrics synced once, each
+        averaged over the updates that reported it (a delayed actor's loss over the updates that stepped it)."""
         if num_updates < 1:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
-        names: list[str] | None = None
-        sums: list[torch.Tensor] = []
+        groups: dict[tuple[str, ...], tuple[list[torch.Tensor], list[int]]] = {}  # names -> (sums, [count])
         first = self.first_update_at is None
         for _ in range(num_updates):
             m = self.update(source.next_batch(), hold)
-            if names is None:
-                names = list(m)
-                sums = [v.clone().float() for v in m.values()]
-                if first:
+            names = tuple(m)
+            group = groups.get(names)
+            if group is None:
+                groups[names] = ([v.clone().float() for v in m.values()], [1])
+                if first and len(groups) == 1:
                     if self.device.type == "cuda":
                         torch.cuda.synchronize(self.device)
                     self.first_update_at = time.time()
             else:
-                torch._foreach_add_(sums, [m[k] for k in names])
-        assert names is not None
-        values = (torch.stack(sums) / num_updates).tolist()
-        out = dict(zip(names, values))
+                torch._foreach_add_(group[0], list(m.values()))
+                group[1][0] += 1
+        totals: dict[str, tuple[torch.Tensor, int]] = {}
+        for names, (sums, (count,)) in groups.items():
+            for name, value in zip(names, sums):
+                total, n = totals.get(name, (0.0, 0))
+                totals[name] = (total + value, n + count)
+        values = torch.stack([total / n for total, n in totals.values()]).tolist()
+        out = dict(zip(totals, values))
         out[M.UPDATES] = float(self.timestep)
         if first:  # once: the job reports the time from its start to here (``job.run_job``)
             out[M.FIRST_UPDATE_AT] = self.first_update_at

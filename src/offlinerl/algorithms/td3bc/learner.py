@@ -2,11 +2,12 @@
 
 Update ``t`` (0-based, ``self.timestep`` before it runs) steps the actor when
 ``(t + 1) % policy_freq == 0`` - the 2nd, 4th, ... update, as in the paper's code. On the
-other updates the actor loss is not handed to the Learner, so the actor's optimizer does
-not step at all (an Adam step on a zero gradient would still move the weights through its
-momentum). ``Learner.run_updates`` needs every update to report the same metric names, so
-there the actor's loss and metrics are evaluated without gradient and reported as metrics.
+other updates the actor loss is not computed at all, so the actor's optimizer does not step
+(an Adam step on a zero gradient would still move the weights through its momentum) and no
+forward pass is spent on it: those updates report the critic's metrics only, and
+``Learner.run_updates`` averages the actor's over the updates that stepped it.
 The smoothing noise comes from torch's global generator, which checkpoints save.
+``critic_loss_fn`` / ``actor_loss_fn``: the losses (ReBRAC's learner names its own).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import torch
 
 from offlinerl.algorithms.td3bc.losses import actor_loss, critic_loss
 from offlinerl.core import columns as C
-from offlinerl.core import metrics as M
 from offlinerl.core.learner import Learner
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, require_api
@@ -24,6 +24,9 @@ __all__ = ["TD3BCLearner"]
 
 
 class TD3BCLearner(Learner):
+    critic_loss_fn = staticmethod(critic_loss)
+    actor_loss_fn = staticmethod(actor_loss)
+
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
         require_api(module, TargetNetworkAPI, "TD3+BC")
         return {"actor": torch.optim.Adam(module.policy_parameters(), lr=self.config.actor_lr),
@@ -35,14 +38,11 @@ class TD3BCLearner(Learner):
 
     def compute_loss_for_module(self, module_id: str, module: RLModule, batch, fwd_out) -> LossOut:
         noise = torch.randn_like(batch[C.ACTIONS])  # [B,A] standard normal; scaled and clipped in the loss
-        critic = critic_loss(batch, module, self.config, noise)
-        if self.updates_actor(self.timestep):
-            actor = actor_loss(batch, module, self.config)
-            return LossOut(losses={**critic.losses, **actor.losses}, metrics={**critic.metrics, **actor.metrics})
-        with torch.no_grad():
-            actor = actor_loss(batch, module, self.config)
-        return LossOut(losses=critic.losses,
-                       metrics={**critic.metrics, **actor.metrics, M.loss("actor"): actor.losses["actor"]})
+        critic = self.critic_loss_fn(batch, module, self.config, noise)
+        if not self.updates_actor(self.timestep):
+            return critic
+        actor = self.actor_loss_fn(batch, module, self.config)
+        return LossOut(losses={**critic.losses, **actor.losses}, metrics={**critic.metrics, **actor.metrics})
 
     def after_gradient_based_update(self, timestep: int) -> None:
         if self.updates_actor(timestep - 1):  # ``timestep`` counts the update just made
