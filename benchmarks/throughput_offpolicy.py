@@ -1,8 +1,9 @@
-"""Gradient updates/s of CQL and IQL (Box actions, batch 256, 256x256 MLPs) through our Learner
-(in-memory source, in-process) against a minimal pure-PyTorch loop with the same networks,
-batch, sampled actions and optimisers on in-memory tensors (the practical limit).
+"""Gradient updates/s of CQL, IQL, TD3+BC and ReBRAC (Box actions, batch 256, 256x256 MLPs; ReBRAC 3 x 256 with
+LayerNorm critics) through our Learner (in-memory source, in-process) against a minimal pure-PyTorch loop with the
+same networks, batch, sampled actions and optimisers on in-memory tensors (the practical limit).
 
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --updates 30 --out benchmarks/throughput_offpolicy.json
+    PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms td3bc,rebrac --repeats 3 --out ...
 
 The reference loops are written here from the papers, independently of offlinerl's losses:
 two separate critic MLPs (no ensemble batching), one backward over the summed losses with
@@ -12,6 +13,7 @@ manual zeroing, as in common single-file implementations.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import time
@@ -23,10 +25,13 @@ from torch import nn
 
 from offlinerl.algorithms.cql import CQLConfig, CQLLearner, CQLRLModule
 from offlinerl.algorithms.iql import IQLConfig, IQLLearner, IQLRLModule
+from offlinerl.algorithms.rebrac import ReBRACConfig, ReBRACLearner, ReBRACRLModule
+from offlinerl.algorithms.td3bc import TD3BCConfig, TD3BCLearner, TD3BCRLModule
 from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.sources import InMemorySource
 
 OBS_DIM, ACT_DIM, BATCH, HIDDEN, N_ACTIONS = 17, 6, 256, 256, 10
+NEXT_ACTION_COLUMNS = ("next_actions", "has_next_actions")
 OBS = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
 
@@ -35,7 +40,8 @@ def _arrays(n=100_000, seed=0):
     rng = np.random.default_rng(seed)
     return {"obs": rng.normal(size=(n, OBS_DIM)).astype(np.float32), "next_obs": rng.normal(size=(n, OBS_DIM)).astype(np.float32),
             "actions": rng.uniform(-1, 1, size=(n, ACT_DIM)).astype(np.float32), "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": np.zeros(n, np.float32)}
+            "terminateds": np.zeros(n, np.float32), "next_actions": rng.uniform(-1, 1, size=(n, ACT_DIM)).astype(np.float32),
+            "has_next_actions": np.ones(n, np.float32)}
 
 
 def mlp(i, o):
@@ -193,7 +199,61 @@ def iql_discrete_step(data, num_actions, batch=BATCH):
                                lambda s, a: pick(torch.log_softmax(actor(s), -1), a), v, opts, ((t1, q1), (t2, q2)))
 
 
-REFERENCE_STEPS = {"cql": cql_step, "iql": iql_step}
+def _stack(i, o, layers, layer_norm=False):
+    """``layers`` hidden Linear-ReLU(-LayerNorm) layers of HIDDEN units, then a Linear to ``o``."""
+    mods, d = [], i
+    for _ in range(layers):
+        mods += [nn.Linear(d, HIDDEN), nn.ReLU()] + ([nn.LayerNorm(HIDDEN)] if layer_norm else [])
+        d = HIDDEN
+    return nn.Sequential(*mods, nn.Linear(d, o))
+
+
+def td3bc_step(data, low=-1.0, high=1.0, batch=BATCH, *, rebrac=False):
+    """One pure-PyTorch TD3+BC update per call (Fujimoto & Gu 2021: critics every update; the actor,
+    -α·Q/mean|Q| + MSE to the data's action, and the Polyak targets every 2nd); ``rebrac``: ReBRAC's
+    (Tarasov et al. 2023: 3 hidden layers, LayerNorm critics, β1·Σ(π(s)−a)² − Q/mean|Q| for the actor,
+    β2·Σ(a′−a′_data)² off the TD target). Actions in [−1, 1]; the bounds are unused."""
+    obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
+    layers = 3 if rebrac else 2
+    actor = _stack(obs_dim, act_dim, layers)
+    q1, q2 = (_stack(obs_dim + act_dim, 1, layers, layer_norm=rebrac) for _ in range(2))
+    ta, t1, t2 = (copy.deepcopy(net).requires_grad_(False) for net in (actor, q1, q2))
+    opt_a, opt_q = torch.optim.Adam(actor.parameters(), 3e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    n, count = len(data["obs"]), [0]
+
+    def step():
+        idx = torch.randint(n, (batch,))
+        s, a, r, s2, d = (data[k][idx] for k in ("obs", "actions", "rewards", "next_obs", "terminateds"))
+        with torch.no_grad():
+            a2 = (torch.tanh(ta(s2)) + (0.2 * torch.randn_like(a)).clamp(-0.5, 0.5)).clamp(-1.0, 1.0)
+            target = torch.min(q(t1, s2, a2), q(t2, s2, a2))
+            if rebrac:
+                target = target - 0.01 * (a2 - data["next_actions"][idx]).square().sum(-1) * data["has_next_actions"][idx]
+            y = r + 0.99 * (1 - d) * target
+        loss_q = ((q(q1, s, a) - y) ** 2).mean() + ((q(q2, s, a) - y) ** 2).mean()
+        opt_q.zero_grad()
+        loss_q.backward()
+        opt_q.step()
+        count[0] += 1
+        if count[0] % 2:
+            return
+        pi = torch.tanh(actor(s))
+        if rebrac:
+            q_pi = torch.min(q(q1, s, pi), q(q2, s, pi))
+            loss_a = (0.01 * (pi - a).square().sum(-1) - q_pi / q_pi.abs().mean().detach()).mean()
+        else:
+            q_pi = q(q1, s, pi)
+            loss_a = -2.5 / q_pi.abs().mean().detach() * q_pi.mean() + ((pi - a) ** 2).mean()
+        opt_a.zero_grad()
+        loss_a.backward(inputs=list(actor.parameters()))
+        opt_a.step()
+        polyak(((ta, actor), (t1, q1), (t2, q2)))
+
+    return step
+
+
+REFERENCE_STEPS = {"cql": cql_step, "iql": iql_step, "td3bc": td3bc_step,
+                   "rebrac": lambda data, low=-1.0, high=1.0, batch=BATCH: td3bc_step(data, low, high, batch, rebrac=True)}
 DISCRETE_REFERENCE_STEPS = {"cql": cql_discrete_step, "iql": iql_discrete_step}
 
 
@@ -207,8 +267,11 @@ clock = time.perf_counter  # main() may switch to process CPU time (steadier on 
 
 
 def ours(name, arrays, updates, device="cpu"):
-    cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule)}[name]
-    cfg = cfg_cls.from_dict({"train_batch_size": BATCH, "model": {"hidden": [HIDDEN, HIDDEN]}})
+    cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule),
+                                        "td3bc": (TD3BCConfig, TD3BCLearner, TD3BCRLModule),
+                                        "rebrac": (ReBRACConfig, ReBRACLearner, ReBRACRLModule)}[name]
+    hidden = [HIDDEN] * (3 if name == "rebrac" else 2)  # ReBRAC's 3 x 256 (LayerNorm critics: its default)
+    cfg = cfg_cls.from_dict({"train_batch_size": BATCH, "model": {"hidden": hidden}})
     spec = MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))
     learner = learner_cls(config=cfg, module_spec=spec, device=torch.device(device)).build()
     source = InMemorySource(arrays, BATCH, 0, torch.device(device))
@@ -240,17 +303,21 @@ def main() -> None:
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall: elapsed time; cpu: this process's CPU time (steadier when neighbours load the machine; "
                         "CPU only, both loops run in this process)")
+    parser.add_argument("--algorithms", default="cql,iql", help=f"of {','.join(REFERENCE_STEPS)}")
     parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
     parser.add_argument("--device", default="cpu", help="cpu or cuda: where data, networks and updates live")
     args = parser.parse_args()
     clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
     torch.set_default_device(args.device)  # the reference loops build their networks and samples there
-    arrays = _arrays()
-    data = {k: torch.as_tensor(v, device=args.device) for k, v in arrays.items()}
+    all_arrays = _arrays()
+    data = {k: torch.as_tensor(v, device=args.device) for k, v in all_arrays.items()}
     results = {}
-    for name, make_step in REFERENCE_STEPS.items():
-        n = args.updates * (4 if name == "iql" else 1)
+    for name in args.algorithms.split(","):
+        make_step = REFERENCE_STEPS[name]
+        n = args.updates * {"iql": 4, "td3bc": 4, "rebrac": 2}.get(name, 1)
+        columns = NEXT_ACTION_COLUMNS if name == "rebrac" else ()  # the data's next actions: ReBRAC's only
+        arrays = {k: v for k, v in all_arrays.items() if k not in NEXT_ACTION_COLUMNS or k in columns}
         o = r = 0.0
         for _ in range(args.repeats):  # alternate, so both see the same (shared) machine
             o = max(o, ours(name, arrays, n, args.device))
