@@ -113,3 +113,15 @@ def test_train_on_an_in_memory_job_never_imports_ray(tmp_path):
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["updates"] == 100 and result["final_eval_return"] is not None and result["first_update_s"] > 0
     assert result["ray_nodes"] == {"cluster": [], "driver": None, "learners": [], "validation": []}
+
+
+def test_a_sweep_trial_joins_the_cluster_only_when_its_job_needs_ray(pendulum, tmp_path):
+    from offlinerl.jobs.sweep.trials import _needs_ray
+
+    (tmp_path / "job.yaml").write_text(json.dumps({"algorithm": "bc", "dataset": str(pendulum), "stop": {"updates": 10}}))
+    spec = {"workdir": str(tmp_path), "job": "job.yaml", "overrides": ["config.seed=1"]}
+    run = tmp_path / "trials" / "000_seed-1"
+    assert not _needs_ray(spec, run)  # in memory, one learner in the process: the trial's train runs without Ray
+    assert _needs_ray({**spec, "overrides": ["config.num_learners=1"]}, run)
+    assert _needs_ray({**spec, "overrides": ["config.data.mode=streaming"]}, run)
+    assert _needs_ray({**spec, "job": "missing.yaml"}, run)  # what cannot be read here joins, as before

@@ -16,11 +16,11 @@ from typing import Any
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
 from offlinerl.data.offline_data import OfflineData, data_mode
-from offlinerl.episodes.info import DatasetInfoError, read_info
+from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
 from offlinerl.env.env_check import check_env
 from offlinerl.training.online_config import OnlineConfig
 
-__all__ = ["ray_reason", "can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
+__all__ = ["ray_reason", "job_ray_reason", "can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
            "online_env_id", "online_env_kwargs"]
 
 
@@ -32,15 +32,21 @@ def ray_reason(config: AlgorithmConfig, online: OnlineConfig | None, dataset: st
     none either: the validation in this process reports what is wrong with it."""
     if address or os.environ.get("RAY_ADDRESS"):
         return "a Ray cluster to join"
+    try:
+        info = read_info(dataset)
+    except DatasetInfoError:
+        info = None
+    return job_ray_reason(config, online, info)
+
+
+def job_ray_reason(config: AlgorithmConfig, online: OnlineConfig | None, info: DatasetInfo | None) -> str | None:
+    """``ray_reason`` without the cluster: what the job itself needs Ray for (remote learners, env runners,
+    streaming data: ``info``, the dataset's ``dataset.json``, decides ``data.mode: auto``), or None."""
     if config.num_learners > 0:
         return f"{config.num_learners} remote learner{'s' * (config.num_learners != 1)}"
     if online is not None:
         return "online experience (env runners)"
-    try:
-        info = read_info(dataset)
-    except DatasetInfoError:
-        return None
-    if data_mode(config, info) == "streaming":
+    if info is not None and data_mode(config, info) == "streaming":
         return "streaming data"
     return None
 

@@ -56,6 +56,26 @@ def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
     return [*base, spec["job"], "-o", str(run), "--skip-validation", *sets]
 
 
+def _needs_ray(spec: dict[str, Any], run: Path) -> bool:
+    """Whether the trial's ``offlinerl train`` needs this Ray cluster (``training.setup.job_ray_reason``: remote
+    learners, streaming data): an in-memory job with one learner in the process runs without Ray, where Tune placed
+    the trial. Anything that cannot be read here joins, as before."""
+    from offlinerl.episodes.info import read_info
+    from offlinerl.jobs.spec import load_job_run, load_job_spec
+    from offlinerl.training.setup import job_ray_reason
+
+    workdir = Path(spec["workdir"])
+    try:
+        if (run / "config.yaml").is_file():
+            job, config, _ = load_job_run(run)
+        else:
+            job, config = load_job_spec(workdir / spec["job"], spec["overrides"])
+        dataset = Path(job.dataset)
+        return job_ray_reason(config, None, read_info(dataset if dataset.is_absolute() else workdir / dataset)) is not None
+    except Exception:  # noqa: BLE001 - the train process reports the problem itself; joining changes nothing there
+        return True
+
+
 def _die_with_parent() -> None:
     """In the trial's ``offlinerl train`` process (Linux): be stopped when the Tune worker running it dies (a killed
     sweep must leave no job writing into its run directory)."""
@@ -134,7 +154,10 @@ def _run_trial(spec: dict[str, Any], run: Path, lock: int) -> None:
     import ray
     from ray import tune
 
-    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
+    if _needs_ray(spec, run):  # else it runs in its own process, as `offlinerl train` would: no join, no Ray Data
+        env["RAY_ADDRESS"] = ray.get_runtime_context().gcs_address
     if spec.get("env_packages"):
         env[ENV_PACKAGES_VAR] = ",".join(sorted({*spec["env_packages"], *split_packages(env.get(ENV_PACKAGES_VAR))}))
     command = _trial_command(spec, run)
