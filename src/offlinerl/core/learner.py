@@ -58,6 +58,10 @@ class LearnerConfig(Protocol):
     def grad_clip(self) -> float | None:
         """Clip each optimizer's gradient to this global norm (None: no clipping)."""
 
+    @property
+    def compile(self) -> bool:
+        """``torch.compile`` ``compute_loss_for_module`` when the learner is built."""
+
 
 class BatchSource(Protocol):
     """Where a learner draws train batches from (in-memory sampler, streaming iterator, fixed batch)."""
@@ -111,6 +115,8 @@ class Learner:
                     owner[id(p)] = key
                 self._optimizers[key] = opt
                 self._params[key] = params
+        if getattr(self.config, "compile", False):  # the forwards and the loss maths as one compiled graph
+            self.compute_loss_for_module = torch.compile(self.compute_loss_for_module)  # type: ignore[method-assign]
         return self
 
     # -- hooks ----------------------------------------------------------------------------------
