@@ -117,10 +117,12 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                 log(f"{d.name} × {algorithm}: resuming {sweep_dir}")
                 resume_sweep(sweep_dir, max_concurrent=max_concurrent, address=address, log=log)
             else:
-                overrides = [f"dataset={paths[d.name]}", *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
+                own = d.recipe_overrides.get(algorithm, ())  # the published per-dataset settings
+                overrides = [f"dataset={paths[d.name]}", *own, *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
                 sweep = SweepSpec(job=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={},
                                   seeds=list(spec.seeds), trials=plan_trials({}, spec.seeds, overrides))
-                log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}")
+                log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}"
+                    + (f" ({', '.join(own)})" if own else ""))
                 run_sweep(sweep_dir, sweep, max_concurrent=max_concurrent, address=address, log=log)
             log(f"{d.name} × {algorithm}: done in {time.time() - t0:.0f} s")
     return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1))
