@@ -231,8 +231,7 @@ class OfflineData:
             # dataset.json predates the row count (0 for both: no cap).
             rows = self.info.num_rows or self.info.num_steps
             kwargs["override_num_blocks"] = min(blocks, rows) if rows else blocks
-        ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
-        ds = read_dataset(self.path, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns), **kwargs)
+        ds = read_dataset(self.path, columns=self._read_columns(), **kwargs)
         if preserve_order:
             ds.context.execution_options.preserve_order = True
         return ds.map_batches(
@@ -240,16 +239,20 @@ class OfflineData:
             batch_format="pyarrow",
             batch_size=None,
             zero_copy_batch=True,
-            fn_kwargs={
-                "pipeline": self.learner_pipeline(normalize=normalize),
-                "observation_space": self.observation_space,
-                "action_space": self.action_space,
-                "extra_columns": self.extra_columns,
-                "with_module_ids": self.multi_module,
-                "drop_episodes": self.holdout_ids,
-            },
+            fn_kwargs=self._transition_kwargs(normalize),
             compute=ray.data.TaskPoolStrategy(size=self._concurrency()),
         )
+
+    def _read_columns(self) -> list[str]:
+        """The episode columns the transitions are made from (both reads: Ray Data's and the local one)."""
+        ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
+        return _EPISODE_COLUMNS + ids + list(self.extra_columns)
+
+    def _transition_kwargs(self, normalize: bool) -> dict[str, Any]:
+        """``episodes_to_transitions``' arguments besides the table (both reads)."""
+        return {"pipeline": self.learner_pipeline(normalize=normalize), "observation_space": self.observation_space,
+                "action_space": self.action_space, "extra_columns": self.extra_columns,
+                "with_module_ids": self.multi_module, "drop_episodes": self.holdout_ids}
 
     def load_arrays(self) -> dict[str, np.ndarray]:
         """In-memory mode: every transition, normalised, as contiguous arrays (computed once, in order)."""
@@ -279,13 +282,10 @@ class OfflineData:
         ``preserve_order``). Each file is sized from its footer first (``check_parquet_size``)."""
         import pyarrow.parquet as pq
 
-        columns = _EPISODE_COLUMNS + ([S.AGENT_ID, S.MODULE_ID] if self.multi_module else []) + list(self.extra_columns)
+        columns, kwargs = self._read_columns(), self._transition_kwargs(normalize=False)
         for f in parquet_files(self.path):
             check_parquet_size(f)
-            table = pq.read_table(f, columns=columns)
-            yield episodes_to_transitions(table, self.learner_pipeline(normalize=False), self.observation_space,
-                                          self.action_space, extra_columns=self.extra_columns,
-                                          with_module_ids=self.multi_module, drop_episodes=self.holdout_ids)
+            yield episodes_to_transitions(pq.read_table(f, columns=columns), **kwargs)
 
     def stats_sample(self) -> tuple[list[str], float]:
         """The files and the share of their episodes the streaming statistics pass reads: every file and episode

@@ -86,11 +86,11 @@ class Algorithm:
         spec: AlgorithmSpec = get_algorithm(algorithm)
         if not isinstance(config, spec.config_cls):
             raise TypeError(f"{algorithm} needs a {spec.config_cls.__name__}, got {type(config).__name__}")
-        reason = _setup.ray_reason(config, online, dataset)
-        if use_ray is None:
+        if not use_ray:  # None: decide; False: refuse a job that needs Ray (True needs no reason: nothing is read)
+            reason = _setup.ray_reason(config, online, dataset)
+            if use_ray is False and reason is not None:
+                raise ValueError(f"use_ray=False: this job needs Ray for {reason}")
             use_ray = reason is not None
-        elif not use_ray and reason is not None:
-            raise ValueError(f"use_ray=False: this job needs Ray for {reason}")
         self.use_ray = use_ray
         if use_ray:
             init_ray()
