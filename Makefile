@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
 	# The src/ layout makes the editable install a plain .pth line (src/ on sys.path), so a script or notebook run
 	# from the clone's parent directory, where "offlinerl/" is the clone, still imports the package.
-	$(BIN)/python -m pip install -q -e ".[test,export,suite,tracking]"
+	$(BIN)/python -m pip install -q -e ".[test,export,suite,tracking,multiagent]"
 	touch $(STAMP)
 
 run: setup
