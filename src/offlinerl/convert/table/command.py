@@ -42,10 +42,11 @@ CONVERTER = Converter(
     name="table",
     help="your own step logs (CSV, parquet, JSON lines; one row per step) mapped by a --spec YAML",
     description="Convert step tables (one row per env step) into an episode dataset. A spec names the episode "
-    "id, step, observation, action, reward and end-flag columns (docs/convert.md, 'Your own step logs'). Rows "
-    "are grouped by episode and sorted by step with Ray Data; bad rows and the episodes they break go to "
-    "OUT/_quarantine/records.jsonl with file, line/row and reason. A parquet file whose columns would decode to "
-    "more than --max-value-bytes (or 64x its size, if larger) is refused whole, before a row is read.",
+    "id, step, observation, action, reward and end-flag columns, and optionally the agent (docs/convert.md, 'Your "
+    "own step logs'). Rows are grouped by episode (and agent) and sorted by step with Ray Data; bad rows and the "
+    "episodes they break go to OUT/_quarantine/records.jsonl with file, line/row and reason. A parquet file whose "
+    "columns would decode to more than --max-value-bytes (or 64x its size, if larger) is refused whole, before a "
+    "row is read.",
     add_arguments=add_arguments,
     run=run,
 )

@@ -3,22 +3,19 @@
 1. ``from_items(files).map_batches(read_file)``: each file is read by one task into typed step rows
    (:mod:`offlinerl.convert.table.rows`), materialised.
 2. Spaces: declared in the spec, else the env's (``env``), else inferred from those rows
-   (:func:`infer_spaces`) and written into the dataset and the report for the user to check.
-3. ``groupby(episode id).map_groups(build_episode)`` (:mod:`offlinerl.convert.table.episodes`).
+   (:mod:`offlinerl.convert.table.infer`) and written into the dataset and the report for the user to check.
+   With the spec's ``agent``, agents whose observations or actions differ are refused there.
+3. ``groupby(episode id[, agent id]).map_groups(build_episode)`` (:mod:`offlinerl.convert.table.episodes`).
 4. Tally, then write atomically with the quarantine file.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 import gymnasium as gym
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.report import ConversionReport
@@ -26,64 +23,17 @@ from offlinerl.convert.grouped import BY_RECORDING, QUARANTINE, STATUS, STEPS, G
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.spaces import env_spaces
 from offlinerl.convert.table.episodes import LOGP_COLUMN, EpisodeSettings, build_episode, leaf_spaces
-from offlinerl.convert.table.rows import (
-    ACTION, ACTION_INT, ERROR, KEY, NO_EPISODE, ReadSettings, find_table_files, obs_col, read_file,
-)
-from offlinerl.convert.table.spec import LEAF, TableSpec
+from offlinerl.convert.table.infer import check_agents_agree, infer_spaces, merged, seen_by_agent
+from offlinerl.convert.table.rows import NO_EPISODE, ReadSettings, find_table_files, group_keys, read_file
+from offlinerl.convert.table.spec import TableSpec
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import SpaceError, space_from_json, space_to_json
 
-__all__ = ["convert_table", "infer_spaces"]
+__all__ = ["convert_table"]
 
 CONVERTER = "offlinerl.convert.table.convert"
-
-
-def _stats(batch: pa.Table, leaves: tuple[str, ...]) -> pa.Table:
-    """Per block: the width counts of each observation leaf and the action, and the action's integer range."""
-    ok = batch.filter(pc.is_null(batch.column(ERROR)))
-    out: dict[str, object] = {}
-    for name in (*leaves, ACTION):
-        widths = Counter(len(v) for v in ok.column(name).to_pylist() if v is not None)
-        out[name] = json.dumps(dict(widths))
-    acts = [v for v in ok.column(ACTION).to_pylist() if v is not None]
-    ints = ok.column(ACTION_INT).to_pylist()
-    out["int"] = all(i for i, v in zip(ints, ok.column(ACTION).to_pylist()) if v is not None)
-    flat = [x for v in acts for x in v]
-    out["min"], out["max"] = (min(flat), max(flat)) if flat else (None, None)
-    return pa.table({k: [v] for k, v in out.items()})
-
-
-def infer_spaces(rows, spec: TableSpec, observation_space: gym.Space | None = None,
-                 action_space: gym.Space | None = None) -> tuple[gym.Space, gym.Space, list[str]]:
-    """The spaces not given, inferred: observation Box(-inf, inf, float32) of each leaf's most common width;
-    action Discrete(max + 1) when one column holds only integers written as integers, 0 or more, else
-    Box(-inf, inf, float32). The note names only the spaces inferred."""
-    leaves = tuple(obs_col(k) for k, _ in spec.observation.leaves)
-    stats = rows.map_batches(_stats, batch_format="pyarrow", fn_kwargs={"leaves": leaves}).take_all()
-    widths = {name: Counter() for name in (*leaves, ACTION)}
-    for s in stats:
-        for name in widths:
-            widths[name].update({int(k): v for k, v in json.loads(s[name]).items()})
-    if not widths[ACTION]:
-        raise ConvertUsageError("no readable step rows: cannot infer the spaces (declare them in the spec)")
-    top = {name: c.most_common(1)[0][0] if c else 1 for name, c in widths.items()}
-    boxes = {k: gym.spaces.Box(-np.inf, np.inf, shape=(top[obs_col(k)],), dtype=np.float32)
-             for k, _ in spec.observation.leaves}
-    obs = gym.spaces.Dict(boxes) if spec.observation.is_dict else boxes[LEAF]
-    lows = [s["min"] for s in stats if s["min"] is not None]
-    highs = [s["max"] for s in stats if s["max"] is not None]
-    discrete = (len(spec.action.leaves[0][1]) == 1 and top[ACTION] == 1 and all(s["int"] for s in stats)
-                and lows and min(lows) >= 0)
-    act: gym.Space = (gym.spaces.Discrete(int(max(highs)) + 1) if discrete
-                      else gym.spaces.Box(-np.inf, np.inf, shape=(top[ACTION],), dtype=np.float32))
-    inferred = {what: space for what, space, given in (("observation", obs, observation_space),
-                                                       ("action", act, action_space)) if given is None}
-    note = (f"spaces inferred from the data: {', '.join(f'{w} {s}' for w, s in inferred.items())} (check them; "
-            f"declare {'/'.join(f'{w}_space' for w in inferred)} in the spec for the real bounds)")
-    return (obs if observation_space is None else observation_space,
-            act if action_space is None else action_space, [note])
 
 
 def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | None, gym.Space | None, dict | None]:
@@ -134,19 +84,24 @@ def convert_table(
         rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
                 .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
                 .materialize())
+        if spec.agent or obs_space is None or act_space is None:
+            by_agent, unread = seen_by_agent(rows, spec, files)
+            check_agents_agree(by_agent, spec, infer_action=act_space is None)
         if obs_space is None or act_space is None:
-            obs_space, act_space, notes = infer_spaces(rows, spec, obs_space, act_space)
+            obs_space, act_space, notes = infer_spaces(merged(by_agent), spec, obs_space, act_space, unread)
             report.notes += notes
             for what in ("observation", "action"):
                 if getattr(report, f"{what}_space_from") == "inferred":
                     setattr(report, f"{what}_space_from", "inferred from the data")
         extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
         group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
-        episodes = (rows.groupby(KEY, num_partitions=max(1, min(len(files) * 4, 64)))
+        episodes = (rows.groupby(group_keys(spec), num_partitions=max(1, min(len(files) * 4, 64)))
                     .map_groups(build_episode, batch_format="pyarrow",
                                 fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})
                     .materialize())
-    quarantine, written = _tally(episodes, report)
+    quarantine, written, agents = _tally(episodes, report)
+    if spec.agent:
+        report.details["agents"] = len(agents)
     report.records_read = sum(1 for r in quarantine if r["level"] != "file") + report.steps + (
         0 if spec.next_observation else written)
     with atomic_directory(output, overwrite, kind="dataset", inputs=input_paths) as tmp:
@@ -155,11 +110,13 @@ def convert_table(
     return report
 
 
-def _tally(ds, report: ConversionReport) -> tuple[list[dict], int]:
-    """Count what the group stage did; every quarantine record and the number of episodes written."""
+def _tally(ds, report: ConversionReport) -> tuple[list[dict], int, set[str]]:
+    """Count what the group stage did; every quarantine record, the number of episodes written (an episode is
+    one agent's, with the spec's ``agent``) and the agents they hold."""
     quarantine: list[dict] = []
-    written = 0
-    columns = [STATUS, QUARANTINE, BY_RECORDING, STEPS, S.TERMINATED, S.TRUNCATED, S.CHUNK_INDEX, S.EPISODE_ID]
+    written, agents = 0, set()
+    columns = [STATUS, QUARANTINE, BY_RECORDING, STEPS, S.TERMINATED, S.TRUNCATED, S.CHUNK_INDEX, S.EPISODE_ID,
+               S.AGENT_ID]
     for batch in ds.select_columns(columns).iter_batches(batch_format="pyarrow", batch_size=4096):
         for row in batch.to_pylist():
             records = json.loads(row[QUARANTINE]) if row[QUARANTINE] else []
@@ -173,6 +130,7 @@ def _tally(ds, report: ConversionReport) -> tuple[list[dict], int]:
             report.rows += 1
             report.steps += row[STEPS]
             written += row[S.CHUNK_INDEX] == 0
+            agents.add(row[S.AGENT_ID])
             report.terminated += row[S.TERMINATED]
             if row[S.TRUNCATED]:
                 report.truncated += 1
@@ -183,7 +141,7 @@ def _tally(ds, report: ConversionReport) -> tuple[list[dict], int]:
     for rec in quarantine:
         if rec["level"] != "file":
             report.add_record_reason(rec["reason"])
-    return quarantine, written
+    return quarantine, written, agents - {None}
 
 
 def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], group: GroupSettings,

@@ -1,4 +1,4 @@
-"""One episode's step rows -> one episode row (``groupby(episode).map_groups``), or its quarantine records.
+"""One episode's step rows -> one episode row (``groupby(episode[, agent]).map_groups``), or its quarantine records.
 
 Rows are sorted by step (ties by file and position). An episode is written
 whole or not at all: one bad row quarantines the episode (the bad row with its
@@ -6,7 +6,9 @@ own reason, level ``line``/``row``; the others with level ``episode``). The
 steps are joined by the shared stitcher (:func:`offlinerl.convert.stitch.stitch`,
 one fragment per step row), which refuses gaps, end flags before the last step
 and, with ``next_observation``, a next observation that is not the following
-row's observation.
+row's observation. With the spec's ``agent`` column a group is one agent's
+rows of one episode, and its row carries that ``agent_id`` (``module_id``
+stays null: each agent trains its own module).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pyarrow as pa
 from offlinerl.convert.grouped import GroupSettings, output_rows, quarantine_row
 from offlinerl.convert.stitch import Piece, StitchProblem, stitch
 from offlinerl.convert.table.rows import (
-    ACTION, ERROR, FILE, KEY, LOGP, NO_EPISODE, POS, RAW, REWARD, STEP, TERM, TRUNC, next_col, obs_col,
+    ACTION, AGENT, ERROR, FILE, KEY, LOGP, NO_EPISODE, POS, RAW, REWARD, STEP, TERM, TRUNC, next_col, obs_col,
     position_key,
 )
 from offlinerl.convert.table.spec import LEAF, TableSpec
@@ -95,17 +97,20 @@ class _Rejected(Exception):
 
 
 def build_episode(group: pa.Table, settings: EpisodeSettings) -> pa.Table:
-    """Ray ``map_groups`` function: the rows of one episode -> its episode row(s), or a quarantine row."""
+    """Ray ``map_groups`` function: the rows of one episode (of one agent) -> its episode row(s), or a quarantine
+    row."""
     spec, files = settings.spec, settings.files
     key = group.column(KEY)[0].as_py()
+    agent = group.column(AGENT)[0].as_py() if spec.agent else None
+    ids = {} if key == NO_EPISODE else {"episode_id": key, **({"agent_id": agent} if spec.agent else {})}
     rows = sorted(group.to_pylist(), key=lambda r: (r[STEP] is None, r[STEP] or 0, r[FILE], r[POS] or 0))
     try:
         bad = {i: tuple(r[ERROR].split("\t", 1)) for i, r in enumerate(rows) if r[ERROR]}
-        if key == NO_EPISODE:  # every such row has its own error (bad_episode_id, bad_json, unreadable_file ...)
+        if key == NO_EPISODE:  # every such row has its own error (bad_episode_id, bad_agent_id, bad_json ...)
             raise _Rejected("bad_episode_id", "no readable episode id", bad)
         if bad:
             raise _Rejected("partly_unreadable", "another row of this episode cannot be read", bad)
-        return _episode(key, rows, spec, settings.group)
+        return _episode(key, agent, rows, spec, settings.group)
     except _Rejected as rej:
         records = []
         for i, r in enumerate(rows):
@@ -114,12 +119,12 @@ def build_episode(group: pa.Table, settings: EpisodeSettings) -> pa.Table:
             records.append({"file": path, position_key(path): r[POS],
                             "level": ("file" if r[POS] is None else position_key(path)) if i in rej.bad
                             else "episode", "reason": reason, "message": message,
-                            **({"raw": r[RAW]} if r[RAW] is not None else {}),
-                            **({"episode_id": key} if key != NO_EPISODE else {})})
+                            **({"raw": r[RAW]} if r[RAW] is not None else {}), **ids})
         return quarantine_row(key, records, settings.group)
 
 
-def _episode(key: str, rows: list[dict[str, Any]], spec: TableSpec, group: GroupSettings) -> pa.Table:
+def _episode(key: str, agent: str | None, rows: list[dict[str, Any]], spec: TableSpec,
+             group: GroupSettings) -> pa.Table:
     steps = [r[STEP] for r in rows]
     dupes = [i for i in range(1, len(rows)) if steps[i] == steps[i - 1]]
     if dupes:
@@ -188,7 +193,7 @@ def _episode(key: str, rows: list[dict[str, Any]], spec: TableSpec, group: Group
     episode = SingleAgentEpisode(
         id=key, obs=obs if isinstance(group.observation_space, gym.spaces.Dict) else obs[LEAF],
         actions=_to_space(cols["actions"], act_space), rewards=cols["rewards"].astype(np.float32),
-        terminated=joined.terminated, truncated=joined.truncated, t_start=joined.t_start,
+        terminated=joined.terminated, truncated=joined.truncated, t_start=joined.t_start, agent_id=agent,
         extras={LOGP_COLUMN: cols[LOGP_COLUMN].astype(np.float32)} if spec.logp_column else {},
     )
     return output_rows(episode, group, by_recording=joined.truncated_by_recording)

@@ -1,9 +1,10 @@
 """Write an episode dataset out as a step table, with the spec that converts it back.
 
 One row per observation: an episode of T steps gives T+1 rows (``episode``,
-``t``, one ``obs_i`` column per flattened observation value, ``action`` (or
-``action_i``), ``reward``, ``terminated``, ``truncated`` and ``action_logp``
-when the dataset has it). The last row holds the final observation: its
+``agent`` when the episodes carry an ``agent_id``, ``t``, one ``obs_i``
+column per flattened observation value, ``action`` (or ``action_i``),
+``reward``, ``terminated``, ``truncated`` and ``action_logp`` when the
+dataset has it). The last row holds the final observation: its
 action, reward and flag cells are empty. Observations and actions must be Box
 or Discrete. Floats are written with Python's shortest round-tripping
 ``repr``, so a CSV table converts back to the same values.
@@ -49,12 +50,17 @@ def write_step_table(dataset: str | Path, path: str | Path, fmt: str = "csv") ->
     has_logp = "action_logp" in (info.extra_columns or {})
     obs_cols = [f"obs_{i}" for i in range(obs_w)]
     act_cols = ["action"] if isinstance(info.action_space, gym.spaces.Discrete) else [f"action_{i}" for i in range(act_w)]
+    episodes = load_episodes(dataset)
+    if any(ep.module_id is not None for ep in episodes):
+        raise ValueError("write_step_table: episodes with a module_id (a table spec maps agents, not modules)")
+    agents = any(ep.agent_id is not None for ep in episodes)
     rows: list[dict[str, Any]] = []
-    for ep in load_episodes(dataset):
+    for ep in episodes:
         obs = np.asarray(ep.obs).reshape(len(ep.rewards) + 1, obs_w)
         acts = np.asarray(ep.actions).reshape(len(ep.rewards), act_w)
         for t in range(len(ep.rewards) + 1):
-            row: dict[str, Any] = {"episode": ep.id, "t": ep.t_start + t}
+            row: dict[str, Any] = {"episode": ep.id, **({"agent": ep.agent_id} if agents else {}),
+                                   "t": ep.t_start + t}
             row.update({c: v.item() for c, v in zip(obs_cols, obs[t])})
             last = t == len(ep.rewards)
             row.update({c: None if last else v.item() for c, v in zip(act_cols, acts[min(t, len(acts) - 1)])})
@@ -76,7 +82,7 @@ def write_step_table(dataset: str | Path, path: str | Path, fmt: str = "csv") ->
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     else:
         pq.write_table(pa.Table.from_pylist(rows), path)
-    spec = {"episode_id": "episode", "step": "t", "observation": obs_cols,
+    spec = {"episode_id": "episode", **({"agent": "agent"} if agents else {}), "step": "t", "observation": obs_cols,
             "action": act_cols[0] if len(act_cols) == 1 else act_cols, "reward": "reward",
             "terminated": {"column": "terminated"}, "truncated": {"column": "truncated"},
             **({"action_logp": "action_logp"} if has_logp else {}),

@@ -7,8 +7,10 @@ row ends; blank JSON lines are skipped but counted), ``row`` in parquet files
 (the first row is row 1). A cell that cannot be read gives the row an error
 (``reason\\tmessage``) instead of a value; a missing cell gives a null, which
 the episode stage refuses in a step row (``missing_value``) but accepts in
-the final-observation row. Files are read by :mod:`offlinerl.convert.table.sources`
-(encoding, JSON nesting and size checks: one bad line never ends the file).
+the final-observation row. A row's group is its episode id (``_key``) and,
+with the spec's ``agent`` column, its agent id (``_agent``). Files are read by
+:mod:`offlinerl.convert.table.sources` (encoding, JSON nesting and size
+checks: one bad line never ends the file).
 
 Numbers are read strictly: ``1_000`` (Python's digit separators) is not a
 number (``non_numeric``); an integer beyond float64, or with more digits than
@@ -37,12 +39,13 @@ from offlinerl.convert.table.sources import (
 from offlinerl.convert.table.spec import TableSpec
 
 __all__ = ["ReadSettings", "CellError", "row_schema", "read_file", "position_key", "obs_col", "next_col",
-           "KEY", "FILE", "POS", "ERROR", "RAW", "STEP", "ACTION", "ACTION_INT", "REWARD", "TERM", "TRUNC", "LOGP",
-           "NO_EPISODE"]
+           "group_keys", "KEY", "AGENT", "FILE", "POS", "ERROR", "RAW", "STEP", "ACTION", "ACTION_INT", "REWARD",
+           "TERM", "TRUNC", "LOGP", "NO_EPISODE"]
 
-KEY, FILE, POS, ERROR, RAW, STEP = "_key", "_file", "_pos", "_error", "_raw", "_step"
+KEY, AGENT, FILE, POS, ERROR, RAW, STEP = "_key", "_agent", "_file", "_pos", "_error", "_raw", "_step"
 ACTION, ACTION_INT, REWARD, TERM, TRUNC, LOGP = "_a", "_a_int", "_reward", "_term", "_trunc", "_logp"
-#: Group key of rows whose episode id cannot be read (quarantined, never an episode).
+#: Group key (episode and agent) of rows whose episode id or agent id cannot be read (quarantined, never an
+#: episode).
 NO_EPISODE = "\x00(rows without a readable episode id)"
 _BLOCK_ROWS = BLOCK_ROWS
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -57,6 +60,11 @@ def obs_col(key: str) -> str:
 def next_col(key: str) -> str:
     """Row-table column of one next-observation leaf."""
     return f"_n/{key}"
+
+
+def group_keys(spec: TableSpec) -> list[str]:
+    """The row-table columns an episode is grouped by: the episode id, and the agent id with ``agent``."""
+    return [KEY, AGENT] if spec.agent else [KEY]
 
 
 def position_key(path: str) -> str:
@@ -80,7 +88,8 @@ def row_schema(spec: TableSpec) -> pa.Schema:
     """Arrow schema of the typed step rows (the input of the group-by)."""
     step_type = pa.int64() if spec.step_kind == "index" else pa.float64()
     vec = pa.list_(pa.float64())
-    fields = [pa.field(KEY, pa.string()), pa.field(FILE, pa.int32()), pa.field(POS, pa.int64()),
+    fields = [pa.field(k, pa.string()) for k in group_keys(spec)]
+    fields += [pa.field(FILE, pa.int32()), pa.field(POS, pa.int64()),
               pa.field(ERROR, pa.string()), pa.field(RAW, pa.string()), pa.field(STEP, step_type)]
     fields += [pa.field(obs_col(k), vec) for k, _ in spec.observation.leaves]
     if spec.next_observation:
@@ -177,7 +186,8 @@ def _flag(v: Any, col: str) -> bool | None:
     raise CellError("bad_flag", f"column {col!r}: {_shown(v)} is not a boolean (true/false, 1/0)")
 
 
-def _episode_id(v: Any, col: str) -> str:
+def _id(v: Any, col: str, what: str) -> str:
+    """An episode or agent id: text (stripped) or an integer, as text."""
     if isinstance(v, str) and v.strip():
         broken = bad_text(v)
         if broken:
@@ -187,7 +197,20 @@ def _episode_id(v: Any, col: str) -> str:
         return str(int(v))
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
-    raise CellError("bad_episode_id", f"column {col!r}: {_shown(v)} is not an episode id (text or integer)")
+    raise CellError(f"bad_{what}_id", f"column {col!r}: {_shown(v)} is not an {what} id (text or integer)")
+
+
+def _group(row: dict, spec: TableSpec) -> dict[str, str]:
+    """The row's group: its episode id and, with ``agent``, its agent id."""
+    out = {KEY: _id(row.get(spec.episode_id), spec.episode_id, "episode")}
+    if spec.agent:
+        out[AGENT] = _id(row.get(spec.agent), spec.agent, "agent")
+    return out
+
+
+def _no_group(spec: TableSpec) -> dict[str, str]:
+    """The group of rows whose episode or agent cannot be read."""
+    return {k: NO_EPISODE for k in group_keys(spec)}
 
 
 def _step(v: Any, col: str, kind: str) -> int | float:
@@ -228,7 +251,7 @@ def _step(v: Any, col: str, kind: str) -> int | float:
 
 def parse_row(row: dict, spec: TableSpec) -> dict[str, Any]:
     """The typed values of one table row (``CellError`` on the first cell that cannot be read)."""
-    out: dict[str, Any] = {KEY: _episode_id(row.get(spec.episode_id), spec.episode_id)}
+    out: dict[str, Any] = _group(row, spec)
     out[STEP] = _step(row.get(spec.step), spec.step, spec.step_kind)
     for key, cols in spec.observation.leaves:
         out[obs_col(key)], _ = _vector(row, cols, finite=False)
@@ -261,8 +284,8 @@ def _typed(row: dict, error: str | None, spec: TableSpec) -> dict[str, Any]:
         out = {ERROR: f"{exc.reason}\t{exc}" if isinstance(exc, CellError)
                else f"unreadable\t{type(exc).__name__}: {exc}"[:2000]}
         try:
-            out[KEY] = _episode_id(row.get(spec.episode_id), spec.episode_id)
-        except Exception:  # noqa: BLE001 - no readable id: the row is quarantined on its own
+            out.update(_group(row, spec))
+        except Exception:  # noqa: BLE001 - no readable episode or agent id: the row is quarantined on its own
             pass
         return out
 
@@ -278,7 +301,7 @@ def read_file(batch: pa.Table, settings: ReadSettings) -> Iterator[pa.Table]:
         empty = {f.name: None for f in schema}
         try:
             for pos, row, raw, error in read_records(path, spec.used_columns, settings.limits):
-                out = {**empty, KEY: NO_EPISODE, FILE: index, POS: pos, ERROR: error,
+                out = {**empty, **_no_group(spec), FILE: index, POS: pos, ERROR: error,
                        RAW: raw_excerpt(raw)["raw"] if raw is not None else None}
                 if row is not None:
                     out.update(_typed(row, error, spec))
@@ -287,9 +310,9 @@ def read_file(batch: pa.Table, settings: ReadSettings) -> Iterator[pa.Table]:
                     yield pa.Table.from_pylist(rows, schema=schema)
                     rows = []
         except CellError as exc:
-            rows.append({**empty, KEY: NO_EPISODE, FILE: index, ERROR: f"{exc.reason}\t{exc}"})
+            rows.append({**empty, **_no_group(spec), FILE: index, ERROR: f"{exc.reason}\t{exc}"})
         except (OSError, UnicodeDecodeError, csv.Error, pa.ArrowException, ValueError, OverflowError) as exc:
-            rows.append({**empty, KEY: NO_EPISODE, FILE: index,
+            rows.append({**empty, **_no_group(spec), FILE: index,
                          ERROR: f"unreadable_file\t{type(exc).__name__}: {exc}"})
         if rows:
             yield pa.Table.from_pylist(rows, schema=schema)

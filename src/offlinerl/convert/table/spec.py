@@ -3,6 +3,7 @@
 A spec is a small YAML (or JSON) file, loaded into a frozen :class:`TableSpec`::
 
     episode_id: episode              # the column that names the episode
+    agent: null                      # optional: the column naming each row's agent (multi-agent logs)
     step: t                          # sort key: an integer step index (gaps and duplicates are checked) ...
     # step: {column: ts, kind: timestamp}   # ... or a timestamp (numbers or ISO-8601 text; duplicates checked)
     observation: [x, x_dot, theta, theta_dot]   # scalar columns in vector order, or one list column: obs,
@@ -25,12 +26,17 @@ an episode is its final observation**: its action, reward and log-prob cells
 are not used (they may be empty), so an episode of n rows has n-1 steps. End
 flags are read from the last step row, or from the final row when set there.
 
+With ``agent``, rows are grouped by (episode id, agent id): each agent's rows of
+an episode make one episode row with ``agent_id`` set (text; an integer is
+written as its decimal digits), and every check above holds per agent.
+
 Spec files are plain data: over :data:`MAX_SPEC_BYTES` or with YAML anchors or
 aliases they are refused, and an unknown key is an error naming the key.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -83,6 +89,9 @@ class TableSpec:
 
     episode_id: str
     """Column naming the episode (text or integer)."""
+    agent: str | None = None
+    """Column naming each row's agent (text or integer); None: single-agent. With it, an episode is the rows of
+    one (episode id, agent id) and its row carries ``agent_id``."""
     step: str
     """Column ordering the steps of an episode."""
     step_kind: str = "index"
@@ -123,11 +132,15 @@ class TableSpec:
         if self.next_observation is not None and ({k for k, _ in self.next_observation.leaves}
                                                   != {k for k, _ in self.observation.leaves}):
             raise ConvertUsageError("spec: next_observation must have the same form (keys) as observation")
+        if self.agent is not None and self.agent in (self.episode_id, self.step):
+            raise ConvertUsageError(f"spec: agent: {self.agent!r} is also the "
+                                    f"{'episode_id' if self.agent == self.episode_id else 'step'} column")
 
     @property
     def used_columns(self) -> tuple[str, ...]:
         """Every source column the spec reads."""
-        cols = [self.episode_id, self.step, *self.observation.columns, *self.action.columns, self.reward]
+        cols = [self.episode_id, *([self.agent] if self.agent else []), self.step, *self.observation.columns,
+                *self.action.columns, self.reward]
         cols += self.next_observation.columns if self.next_observation else ()
         cols += [f.column for f in (self.terminated, self.truncated) if f.column]
         cols += [c for c in (self.action_logp, self.propensity) if c]
@@ -185,7 +198,9 @@ def spec_from_dict(data: Any) -> TableSpec:
         raise ConvertUsageError(f"spec: expected a mapping of keys, got {type(data).__name__}")
     unknown = sorted(set(map(str, data)) - _KEYS)
     if unknown:
-        raise ConvertUsageError(f"spec: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
+        close = difflib.get_close_matches(unknown[0], sorted(_KEYS), n=1)
+        raise ConvertUsageError(f"spec: unknown key {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close
+                                else "") + f" (known: {', '.join(sorted(_KEYS))})")
     for key in ("observation", "action", "terminated", "truncated"):
         if data.get(key) is None:
             raise ConvertUsageError(f"spec: {key} is required")
@@ -199,7 +214,8 @@ def spec_from_dict(data: Any) -> TableSpec:
         if data.get(key) is not None and not isinstance(data[key], Mapping):
             raise ConvertUsageError(f"spec: {key}: expected a space in JSON form (a mapping)")
     return TableSpec(
-        episode_id=_text(data, "episode_id"), step=_text({"step": step}, "step"), step_kind=kind,
+        episode_id=_text(data, "episode_id"), agent=_text(data, "agent", False),
+        step=_text({"step": step}, "step"), step_kind=kind,
         observation=_columns(data["observation"], "observation"),
         next_observation=_columns(data["next_observation"], "next_observation")
         if data.get("next_observation") is not None else None,
