@@ -13,6 +13,9 @@ datasets, checkpoints - therefore never choose a module to import. A name is tru
   register are found, and ids ``NAME:Env-v0`` / ``NAME.sub:Env-v0`` are made,
 - an explicit argument of the user (``--env ID`` on the command line, an ``env=`` argument in Python).
 
+PettingZoo parallel envs are named ``pettingzoo:MODULE`` (``MODULE.parallel_env(**kwargs)`` makes one, e.g.
+``pettingzoo:mpe2.simple_spread_v3``): the same rule, with ``MODULE`` the module the id would import.
+
 Config and job files are read through :func:`load_config_file`: the env ids they name (any ``env`` key, e.g.
 ``evaluation.env``, ``online.env``) and those ``--set`` gives go through :func:`env_id_problem`.
 
@@ -33,7 +36,8 @@ from offlinerl.config_io import ConfigError, apply_overrides, load_file, parse_o
 __all__ = [
     "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "ENV_ID_KEYS", "user_settings_file", "UntrustedNameError",
     "allowed_env_packages", "allow_env_packages", "split_packages", "import_env_packages", "env_id_problem",
-    "check_env_id", "check_env_ids", "load_config_file", "make_env", "env_spec_of",
+    "check_env_id", "check_env_ids", "load_config_file", "make_env", "env_spec_of", "PETTINGZOO_PREFIX",
+    "is_pettingzoo", "make_parallel_env",
 ]
 
 #: Environment variable holding the allow-list of env packages (comma- or space-separated module names).
@@ -44,6 +48,8 @@ SETTINGS_VAR = "OFFLINERL_SETTINGS"
 MAX_ENV_ID_CHARS = 200
 #: Config keys whose string values are gymnasium env ids.
 ENV_ID_KEYS = frozenset({"env"})
+#: Prefix of a PettingZoo parallel env's id: ``pettingzoo:MODULE``.
+PETTINGZOO_PREFIX = "pettingzoo:"
 
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _HOW = ("ids read from files never import a module; if you trust it, allow its package with "
@@ -123,9 +129,12 @@ def env_id_problem(env_id: Any, what: str = "the data", *, explicit: bool = Fals
         return f"{what} names no usable env id ({str(env_id)[:80]!r})"
     if len(env_id) > MAX_ENV_ID_CHARS or not env_id.isprintable():
         return f"{what}: {env_id[:80]!r}{'...' if len(env_id) > 80 else ''} is not a gymnasium env id"
+    pettingzoo = is_pettingzoo(env_id)
+    if pettingzoo and not _MODULE.fullmatch(env_id[len(PETTINGZOO_PREFIX):]):
+        return f"{what}: {env_id!r} does not name a module (pettingzoo:MODULE, e.g. pettingzoo:mpe2.simple_spread_v3)"
     if explicit or ":" not in env_id:
         return None
-    module = env_id.split(":", 1)[0]
+    module = env_id[len(PETTINGZOO_PREFIX):] if pettingzoo else env_id.split(":", 1)[0]
     if _MODULE.fullmatch(module) and _allowed(module, allowed_env_packages()):
         return None
     pkg = module.split(".")[0] if _MODULE.fullmatch(module) else "NAME"
@@ -170,11 +179,39 @@ def load_config_file(path: str | Path, overrides: Sequence[str] = ()) -> dict[st
     return out
 
 
+def is_pettingzoo(env_id: Any) -> bool:
+    """Whether ``env_id`` names a PettingZoo parallel env (``pettingzoo:MODULE``)."""
+    return isinstance(env_id, str) and env_id.startswith(PETTINGZOO_PREFIX)
+
+
+def make_parallel_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: str = "the data",
+                      explicit: bool = False) -> Any:
+    """``MODULE.parallel_env(**env_kwargs)`` for ``env_id`` = ``pettingzoo:MODULE`` after :func:`check_env_id`
+    and :func:`import_env_packages`; :class:`UntrustedNameError` for a module that cannot be imported or has no
+    ``parallel_env``."""
+    check_env_id(env_id, what, explicit=explicit)
+    if not is_pettingzoo(env_id):
+        raise UntrustedNameError(f"{what}: {env_id!r} is not a PettingZoo env id (pettingzoo:MODULE)")
+    import_env_packages()
+    module = env_id[len(PETTINGZOO_PREFIX):]
+    try:
+        factory = getattr(importlib.import_module(module), "parallel_env")
+    except ModuleNotFoundError as exc:
+        raise UntrustedNameError(f"{what}: the env {env_id!r}: no module {exc.name!r} (is its package installed? "
+                                 "pip install 'offlinerl[multiagent]' for MPE)") from None
+    except AttributeError:
+        raise UntrustedNameError(f"{what}: the env {env_id!r}: module {module!r} has no parallel_env()") from None
+    return factory(**dict(env_kwargs or {}))
+
+
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: str = "the data",
              explicit: bool = False) -> Any:
     """``gymnasium.make(env_id, **env_kwargs)`` after :func:`check_env_id` and :func:`import_env_packages`:
     the only way offlinerl makes an env from a name."""
     check_env_id(env_id, what, explicit=explicit)
+    if is_pettingzoo(env_id):
+        raise UntrustedNameError(f"{what}: {env_id!r} is a multi-agent PettingZoo env; this needs a single-agent "
+                                 "gymnasium env")
     import_env_packages()
     import gymnasium as gym
 

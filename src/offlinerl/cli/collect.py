@@ -77,10 +77,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"offlinerl collect: {exc}")
         return 2
     p = info.provenance
+    agents = p.get("agents")
+    counts = (f"{config.num_episodes} episodes x {len(agents)} agents ({', '.join(agents)}), {info.num_steps} agent "
+              f"steps" if agents else f"{info.num_episodes} episodes, {info.num_steps} steps")
     print(
-        f"wrote {args.output}: {info.num_episodes} episodes, {info.num_steps} steps in {p['seconds']} s; "
+        f"wrote {args.output}: {counts} in {p['seconds']} s; {'team ' if agents else ''}"
         f"return {p['return_mean']:.2f} ± {p['return_std']:.2f} (min {p['return_min']:.2f}, max {p['return_max']:.2f}); "
-        f"extra columns: {', '.join(sorted(info.extra_columns)) or 'none'}; "
-        f"env-runner restarts: {p['env_runner_restarts']}"
+        f"extra columns: {', '.join(sorted(info.extra_columns)) or 'none'}"
+        + ("" if agents else f"; env-runner restarts: {p['env_runner_restarts']}")
     )
     return 0

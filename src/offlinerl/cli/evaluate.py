@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "with the checkpoint's observation preprocessing, and print the mean return.",
     )
     p.add_argument("checkpoint", help="checkpoint directory (e.g. runs/<run>/checkpoints/final)")
-    p.add_argument("--env", help="gymnasium env id (default: the one the checkpoint was evaluated in)")
+    p.add_argument("--env", help="gymnasium env id, or pettingzoo:MODULE for a multi-agent checkpoint (default: the one the checkpoint was evaluated in)")
     add_env_kwargs_option(p)
     p.add_argument("--episodes", type=int, help="number of episodes (default: the config's evaluation.episodes)")
     p.add_argument("--seed", type=int, help="seed of the first episode")
@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         task = f" ({', '.join(f'{k}=...' if isinstance(v, (list, dict)) else f'{k}={v}' for k, v in sorted(r['env_kwargs'].items()))})" \
             if r["env_kwargs"] else ""
-        print(f"{r['algorithm']} policy in {r['env']}{task}: return {r[M.EVAL_RETURN_MEAN]:.1f} ± "
-              f"{r[M.EVAL_RETURN_STD]:.1f} over {int(r[M.EVAL_EPISODES])} episodes (mean length "
-              f"{r[M.EVAL_LENGTH_MEAN]:.1f})")
+        agents = {k.split("/")[1]: v for k, v in r.items() if k.startswith(f"{M.EVAL}/") and k.count("/") == 2}
+        per_agent = f"; per agent: {', '.join(f'{a} {v:.1f}' for a, v in agents.items())}" if agents else ""
+        print(f"{r['algorithm']} policy in {r['env']}{task}: {'team ' if agents else ''}return "
+              f"{r[M.EVAL_RETURN_MEAN]:.1f} ± {r[M.EVAL_RETURN_STD]:.1f} over {int(r[M.EVAL_EPISODES])} episodes "
+              f"(mean length {r[M.EVAL_LENGTH_MEAN]:.1f}){per_agent}")
     return 0

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
+
+import numpy as np
 
 from offlinerl.core.metrics import episode_metrics
 from offlinerl.env.config import EnvRunnerConfig
@@ -15,9 +17,9 @@ from offlinerl.env.env_runner_group import EnvRunnerGroup
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.io import load_episodes, write_dataset
 from offlinerl.progress import progress_bar
-from offlinerl.trusted import env_spec_of
+from offlinerl.trusted import env_spec_of, is_pettingzoo
 
-__all__ = ["CollectConfig", "collect", "check_collected_dataset", "env_spec_json"]
+__all__ = ["CollectConfig", "collect", "collect_team", "check_collected_dataset", "env_spec_json"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +27,8 @@ class CollectConfig:
     """What to record, with which policy, and where to write it."""
 
     env: str
-    """Gymnasium env id."""
+    """Gymnasium env id, or a PettingZoo parallel env's ``pettingzoo:MODULE`` (each agent's episode recorded:
+    :func:`collect_team`)."""
     output: str
     """Dataset directory to create."""
     num_episodes: int
@@ -108,6 +111,10 @@ def collect(
     """
     import gymnasium as gym
 
+    if is_pettingzoo(config.env):
+        if policy_factory is not None:
+            raise ValueError(f"{config.env}: a multi-agent env records with a joint policy (collect_team)")
+        return collect_team(config, progress, policy_info=policy_info)
     if policy_factory is None:
         if config.policy != "random":
             raise ValueError(f"policy {config.policy!r} needs a policy_factory (use offlinerl collect, or pass one)")
@@ -169,14 +176,106 @@ def collect(
     return info
 
 
-def check_collected_dataset(path: str | Path, num_episodes: int) -> None:
-    """Validate a freshly written dataset (the full validator if present, else a structural check)."""
+def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = None,
+                 policy_info: dict[str, Any] | None = None) -> DatasetInfo:
+    """Record ``config.num_episodes`` episodes of the PettingZoo env ``config.env`` (``pettingzoo:MODULE``) into a
+    new dataset, atomically, one row per agent episode (``agent_id``; ``offlinerl.env.multi_agent``), and check it.
+
+    ``policy``: a joint policy (``offlinerl.env.multi_agent.JointPolicy``; default uniformly random, with exact
+    ``action_logp``); ``config.epsilon`` replaces each agent's action by a uniform one with that probability
+    (``action_logp`` is then not recorded: the mixture's is unknown). Episodes run one at a time in this process
+    (``num_env_runners`` must be 0); episode ``k`` resets with ``seed + k``. Every agent must act in the same
+    spaces (one observation and one action space per dataset)."""
+    import gymnasium as gym
+
+    from offlinerl.env.multi_agent import RandomJointPolicy, env_spaces, run_team_episodes
+    from offlinerl.trusted import make_parallel_env
+
+    if config.num_env_runners:
+        raise ValueError(f"{config.env}: multi-agent episodes are recorded in this process; use num_env_runners=0")
+    if config.max_episode_steps is not None:
+        raise ValueError(f"{config.env}: a PettingZoo env's time limit is one of its own kwargs (e.g. MPE's "
+                         "max_cycles in --env-kwargs), not max_episode_steps")
+    env = make_parallel_env(config.env, config.env_kwargs, explicit=True)
+    obs_spaces, act_spaces = env_spaces(env)
+    agents = list(obs_spaces)
+    for agent in agents[1:]:
+        for kind, spaces in (("observation", obs_spaces), ("action", act_spaces)):
+            if spaces[agent] != spaces[agents[0]]:
+                env.close()
+                raise ValueError(f"{config.env}: agents {agents[0]} and {agent} have different {kind} spaces "
+                                 f"({spaces[agents[0]]} and {spaces[agent]}); a dataset holds one of each")
+    seed = int(np.random.SeedSequence().generate_state(1)[0] % 2**31) if config.seed is None else config.seed
+    if policy is None:
+        if config.policy != "random":
+            env.close()
+            raise ValueError(f"policy {config.policy!r} needs a joint policy (use offlinerl collect, or pass one)")
+        policy = RandomJointPolicy(obs_spaces, act_spaces, seed=seed)
+    if config.epsilon > 0:
+        policy = _EpsilonJoint(policy, act_spaces, config.epsilon, np.random.default_rng([seed, 1]))
+    started = time.time()
+    bar = progress_bar(total=config.num_episodes, desc="collect", unit="ep", enabled=progress)
+    returns: list[float] = []
+    lengths: list[int] = []
+    provenance = {
+        "collector": "offlinerl collect", "policy": config.policy, **(policy_info or {}), "explore": config.explore,
+        "epsilon": config.epsilon, "seed": seed, "agents": agents, "env_kwargs": config.env_kwargs,
+        "return": "team return: every agent's rewards summed", "gymnasium_version": gym.__version__,
+        "seconds": None,
+    }
+    per_round = config.episodes_per_round or 16
+
+    def episodes() -> Iterator:
+        for start in range(0, config.num_episodes, per_round):
+            k = range(start, min(start + per_round, config.num_episodes))
+            played = run_team_episodes(env, policy, [seed + j for j in k], record=True, id_prefix="")
+            returns.extend(played.returns)
+            lengths.extend(played.lengths)
+            bar.update(len(k))
+            for e in played.episodes:  # ids "-<j within the round>" -> "<seed + k>": unique over the dataset
+                yield replace(e, id=str(seed + start + int(e.id.rsplit("-", 1)[1])))
+        provenance["seconds"] = round(time.time() - started, 2)
+        provenance.update({k.split("/", 1)[1]: v for k, v in episode_metrics(returns, lengths, "episode").items()})
+
+    try:
+        info = write_dataset(
+            episodes(), config.output, observation_space=obs_spaces[agents[0]], action_space=act_spaces[agents[0]],
+            env_id=config.env, env_spec={"id": config.env, "kwargs": dict(config.env_kwargs)},
+            provenance=provenance, overwrite=config.overwrite, inputs=config.inputs,
+        )
+    finally:
+        bar.close()
+        env.close()
+    check_collected_dataset(config.output, config.num_episodes * len(agents), local=True)
+    return info
+
+
+class _EpsilonJoint:
+    """A joint policy whose agents each act uniformly at random with probability ``epsilon`` (no ``action_logp``)."""
+
+    def __init__(self, policy: Any, action_spaces: dict[str, Any], epsilon: float, rng: Any) -> None:
+        self.policy, self.action_spaces, self.epsilon, self.rng = policy, action_spaces, epsilon, rng
+
+    def __call__(self, observations: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        from offlinerl.env.policies import epsilon_mix
+
+        actions, _ = self.policy(observations)
+        out = {}
+        for agent, action in actions.items():
+            mixed, _ = epsilon_mix(np.asarray(action)[None], self.action_spaces[agent], self.epsilon, self.rng, None)
+            out[agent] = mixed[0]
+        return out, {}
+
+
+def check_collected_dataset(path: str | Path, num_episodes: int, *, local: bool = False) -> None:
+    """Validate a freshly written dataset (the full validator if present, else a structural check); ``local``:
+    in this process, without Ray."""
     try:
         from offlinerl.episodes.validate import validate_dataset  # type: ignore[import-not-found]
     except ImportError:
         validate_dataset = None
     if validate_dataset is not None:
-        report = validate_dataset(path)
+        report = validate_dataset(path, local=local)
         if not report.ok:
             text = report.format() if hasattr(report, "format") else str(report)
             raise RuntimeError(f"{path}: the collected dataset does not validate:\n{text}")

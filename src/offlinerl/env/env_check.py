@@ -12,9 +12,9 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-from offlinerl.trusted import UntrustedNameError, make_env
+from offlinerl.trusted import UntrustedNameError, is_pettingzoo, make_env, make_parallel_env
 
-__all__ = ["EnvMismatchError", "check_env", "space_mismatch"]
+__all__ = ["EnvMismatchError", "check_env", "check_team_env", "space_mismatch"]
 
 
 class EnvMismatchError(ValueError):
@@ -62,6 +62,9 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
     """
     if not isinstance(env_id, str) or not env_id:
         raise EnvMismatchError(f"{what} names no usable env id ({env_id!r}); pass --env")
+    if is_pettingzoo(env_id):
+        raise EnvMismatchError(f"the env {env_id!r} is a multi-agent PettingZoo env; {what} holds one single-agent "
+                               "module")
     try:
         env = make_env(env_id, env_kwargs, what=what, explicit=trusted)  # refuses an id that would import
     except UntrustedNameError as exc:
@@ -75,5 +78,34 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
                                 space_mismatch(action_space, env.action_space, "action space")) if p]
     finally:
         env.close()
+    if problems:
+        raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")
+
+
+def check_team_env(env_id: str, observation_space: gym.Space, action_space: gym.Space, module_ids: list[str],
+                   env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True,
+                   what: str = "the data") -> None:
+    """Make the PettingZoo env ``env_id`` (``pettingzoo:MODULE``) once and check that every agent acts in
+    ``what``'s spaces and has a module: one module acts for every agent, several act each for the agent of
+    its id (``MultiRLModule.module_for_agent``). ``EnvMismatchError`` naming the difference."""
+    if not is_pettingzoo(env_id):
+        raise EnvMismatchError(f"{what} holds {len(module_ids)} modules ({', '.join(module_ids)}); evaluating them "
+                               f"needs a multi-agent env (pettingzoo:MODULE), not {env_id!r}")
+    try:
+        env = make_parallel_env(env_id, env_kwargs, what=what, explicit=trusted)
+    except UntrustedNameError as exc:
+        raise EnvMismatchError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a user's env may raise anything while it is made
+        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}") from None
+    try:
+        agents = [str(a) for a in env.possible_agents]
+        problems = [p for a in agents
+                    for p in (space_mismatch(observation_space, env.observation_space(a), f"agent {a}: observation space"),
+                              space_mismatch(action_space, env.action_space(a), f"agent {a}: action space")) if p]
+    finally:
+        env.close()
+    missing = [a for a in agents if len(module_ids) > 1 and a not in module_ids]
+    if missing:
+        problems.append(f"the agents {missing} have no module (the modules are {module_ids})")
     if problems:
         raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")

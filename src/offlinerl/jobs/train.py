@@ -50,7 +50,8 @@ def _scores(dataset: str, values: Mapping[str, float | None]) -> dict[str, float
 
 def _why_no_env(algo: Algorithm) -> str:
     if algo.offline_data.multi_module:
-        return f"the dataset holds {len(algo.offline_data.module_ids)} modules (env evaluation is single-agent)"
+        return (f"the dataset holds {len(algo.offline_data.module_ids)} modules; evaluating them needs a multi-agent "
+                "env: set evaluation.env to pettingzoo:MODULE")
     return "the dataset names no env and the job file sets no evaluation.env"
 
 

@@ -17,10 +17,11 @@ from typing import Any
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig, ConfigError
 from offlinerl.data.offline_data import OfflineData, data_mode
 from offlinerl.episodes.info import DatasetInfo, DatasetInfoError, read_info
-from offlinerl.env.env_check import check_env
+from offlinerl.env.env_check import check_env, check_team_env
+from offlinerl.trusted import is_pettingzoo
 from offlinerl.training.online_config import OnlineConfig
 
-__all__ = ["ray_reason", "job_ray_reason", "can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "eval_env_id", "eval_env_kwargs",
+__all__ = ["ray_reason", "job_ray_reason", "can_evaluate", "check_cpus", "check_eval_env", "check_online_env", "team_evaluation", "eval_env_id", "eval_env_kwargs",
            "online_env_id", "online_env_kwargs"]
 
 
@@ -52,8 +53,15 @@ def job_ray_reason(config: AlgorithmConfig, online: OnlineConfig | None, info: D
 
 
 def can_evaluate(config: AlgorithmConfig, data: OfflineData) -> bool:
-    """Evaluation runs single-agent gymnasium envs: one module, and an env named by the config or the dataset."""
-    return not data.multi_module and bool(config.evaluation.env or data.info.env_id)
+    """Whether the job has an evaluation env: one named by the config or the dataset; for several modules, a
+    multi-agent one (``pettingzoo:MODULE``)."""
+    env = config.evaluation.env or data.info.env_id
+    return bool(env) and (not data.multi_module or is_pettingzoo(env))
+
+
+def team_evaluation(config: AlgorithmConfig, data: OfflineData) -> bool:
+    """Whether evaluation plays a multi-agent (PettingZoo) env: the team loop (``offlinerl.env.multi_agent``)."""
+    return is_pettingzoo(config.evaluation.env or data.info.env_id)
 
 
 def eval_env_id(config: AlgorithmConfig, data: OfflineData) -> str:
@@ -88,6 +96,11 @@ def online_env_kwargs(config: AlgorithmConfig, online: OnlineConfig, data: Offli
 def check_eval_env(config: AlgorithmConfig, data: OfflineData, dataset: str) -> None:
     """Make the evaluation env once and compare its spaces with the dataset's (``EnvMismatchError``)."""
     if not can_evaluate(config, data):
+        return
+    if team_evaluation(config, data):
+        check_team_env(eval_env_id(config, data), data.observation_space, data.action_space, list(data.module_ids),
+                       eval_env_kwargs(config, data), trusted=config.evaluation.env is not None,
+                       what=f"the dataset {dataset}")
         return
     check_env(eval_env_id(config, data), data.observation_space, data.action_space, eval_env_kwargs(config, data),
               trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
