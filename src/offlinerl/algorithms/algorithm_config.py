@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError, check, from_dict, to_dict
 from offlinerl.core.devices import DEVICE_PATTERN, is_cuda
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from offlinerl.api.trainer import Trainer
     from offlinerl.connectors import ConnectorV2
+    from offlinerl.core.rl_module import MultiRLModuleSpec
 
 __all__ = ["AlgorithmConfig", "ModelConfig", "EvaluationConfig", "ConfigError"]
 
@@ -103,6 +104,10 @@ class AlgorithmConfig:
     """Discount factor."""
     normalize_observations: bool = False
     """Normalise observations with dataset statistics (same state on the learner and env sides)."""
+    share_encoder: bool = False
+    """Multi-agent datasets: every module uses one policy encoder (the observation trunk before the policy head;
+    ``SHARED_ENCODERS``), stepped once per update on the sum of every module's loss; each module keeps its own
+    heads, critics and value networks (docs/multi-agent.md). Refused for one module or an algorithm that cannot."""
     num_learners: int = 0
     """0 = learn in this process; m >= 1 = m Ray actors with torch.distributed (DDP semantics)."""
     num_cpus_per_learner: float = 1
@@ -129,8 +134,14 @@ class AlgorithmConfig:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     """Evaluation settings."""
 
+    SHARED_ENCODERS: ClassVar[tuple[str, ...]] = ()
+    """Not a setting: the submodules of the algorithm's module that ``share_encoder`` shares (an algorithm's config
+    class declares them, e.g. BC's ``("pi_encoder",)``); () = the algorithm cannot share."""
+
     def __post_init__(self) -> None:
         check(self.lr > 0, "lr", f"must be positive, got {self.lr}")
+        check(not self.share_encoder or bool(self.SHARED_ENCODERS), "share_encoder",
+              f"{type(self).__name__} declares no encoder its modules can share (SHARED_ENCODERS is empty)")
         check(self.train_batch_size >= 1, "train_batch_size", f"must be >= 1, got {self.train_batch_size}")
         check(self.updates_per_iteration >= 1, "updates_per_iteration", f"must be >= 1, got {self.updates_per_iteration}")
         check(self.grad_clip is None or self.grad_clip > 0, "grad_clip", f"must be positive or null, got {self.grad_clip}")
@@ -163,6 +174,20 @@ class AlgorithmConfig:
     def module_config(self) -> dict[str, Any]:
         """``model_config`` passed to the module (algorithms add e.g. ``value_head``)."""
         return self.model.to_module_config()
+
+    def module_spec(self, module_class: type, observation_space: "gym.Space", action_space: "gym.Space",
+                    module_ids: Sequence[str]) -> "MultiRLModuleSpec":
+        """The job's ``MultiRLModuleSpec``: one module of ``module_class`` per module id, each with
+        ``module_config()``; with ``share_encoder``, all holding one ``SHARED_ENCODERS`` each. ``ConfigError`` for
+        ``share_encoder`` with fewer than two modules."""
+        from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
+
+        check(not self.share_encoder or len(module_ids) >= 2, "share_encoder",
+              f"needs a multi-agent dataset (two or more modules, by agent_id or module_id), this one has "
+              f"{list(module_ids)}; set share_encoder: false")
+        specs = {mid: RLModuleSpec(module_class, observation_space, action_space, self.module_config())
+                 for mid in module_ids}
+        return MultiRLModuleSpec(specs, shared=self.SHARED_ENCODERS if self.share_encoder else ())
 
     def learner_connectors(self, observation_space: "gym.Space", action_space: "gym.Space") -> list["ConnectorV2"]:
         """Episode rows -> train batch, before observation flattening/normalisation (added by

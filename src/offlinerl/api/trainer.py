@@ -135,16 +135,21 @@ class Trainer:
             raise ValueError(f"{self.dataset} trains the modules {ids}; choose one with module_id")
         return modules[module_id or ids[0]]
 
+    def _env_to_module(self, module_id: str | None) -> Any:
+        """The env-to-module pipeline of the module ``_module`` chose (several modules: each its own statistics)."""
+        data = self.algorithm.offline_data
+        return data.env_to_module_pipeline(module_id) if data.multi_module else self.algorithm.env_to_module
+
     def policy(self, module_id: str | None = None) -> Policy:
         """A copy of the current policy (later training does not change it): ``.predict(obs)``."""
         data = self.algorithm.offline_data
-        return Policy(copy.deepcopy(self._module(module_id)), copy.deepcopy(self.algorithm.env_to_module),
+        return Policy(copy.deepcopy(self._module(module_id)), copy.deepcopy(self._env_to_module(module_id)),
                       data.observation_space, data.action_space, f"{self.name} at {self.num_updates} updates")
 
     def predict(self, obs: Any, *, explore: bool = False, module_id: str | None = None) -> np.ndarray:
         """The current policy's actions for one observation or a batch (``Policy.predict``)."""
         data = self.algorithm.offline_data
-        live = Policy(self._module(module_id), self.algorithm.env_to_module, data.observation_space,
+        live = Policy(self._module(module_id), self._env_to_module(module_id), data.observation_space,
                       data.action_space, self.name)
         return live.predict(obs, explore=explore)
 

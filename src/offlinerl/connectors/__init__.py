@@ -7,7 +7,8 @@
 
 Pipelines are assembled in one place, ``connectors/pipelines.py``:
 ``learner_pipeline``, ``env_to_module_pipeline``, ``module_to_env_pipeline``
-(and the shared ``ObservationConnectors`` holding a job's fitted state).
+(and the ``ObservationConnectors`` holding a module's fitted state; ``join_module_states`` /
+``split_module_states``: a job's state, one module's or ``{module_id: state}``).
 """
 
 from offlinerl.connectors.common import FlattenObservations, NormalizeObservations, RunningMeanStd
@@ -16,8 +17,9 @@ from offlinerl.connectors.episode_columns import EpisodeColumns
 from offlinerl.connectors.learner import (AddExtraColumns, AddNextActions, AddNextObservations, AddTransitions,
                                          ComputeReturnsToGo)
 from offlinerl.connectors.module_to_env import ActionsToEnv
-from offlinerl.connectors.pipelines import (ObservationConnectors, env_to_module_pipeline, learner_pipeline,
-                                            module_to_env_pipeline, observation_connectors, transition_connectors)
+from offlinerl.connectors.pipelines import (ObservationConnectors, env_to_module_pipeline, join_module_states,
+                                            learner_pipeline, module_to_env_pipeline, observation_connectors,
+                                            split_module_states, transition_connectors)
 
 __all__ = [
     "ActionsToEnv",
@@ -35,8 +37,10 @@ __all__ = [
     "ObservationConnectors",
     "RunningMeanStd",
     "env_to_module_pipeline",
+    "join_module_states",
     "learner_pipeline",
     "module_to_env_pipeline",
     "observation_connectors",
+    "split_module_states",
     "transition_connectors",
 ]

@@ -6,12 +6,16 @@
     env-to-module                                  observation connectors: same classes, same state
     module-to-env  actions to the env's dtype, Box actions clipped to the bounds
 
-A job's observation connectors live in one ``ObservationConnectors``. The
-learner pipeline uses those very objects, so fitting the statistics fits them
-for the learner; every env-to-module pipeline is a new copy restored from their
-``get_state()``, the state a checkpoint saves and a weight sync sends. State
-always goes through the pipelines' own ``get_state``/``set_state`` (keyed by
-connector name), so nothing outside this package names a connector.
+A job's observation connectors live in one ``ObservationConnectors`` per module
+(a multi-agent dataset trains several modules, each with statistics fitted on its
+own rows). A module's learner pipeline uses those very objects, so fitting the
+statistics fits them for the learner; every env-to-module pipeline is a new copy
+restored from their ``get_state()``, the state a checkpoint saves and a weight
+sync sends. State always goes through the pipelines' own ``get_state``/``set_state``
+(keyed by connector name), so nothing outside this package names a connector.
+
+A job's connector state (``join_module_states``, ``split_module_states``) is its
+module's state for one module, ``{module_id: state}`` for several.
 
 Callers pass what the config says (``config.normalize_observations``); a
 ``config`` of ``None`` means the default episode connectors (transitions and
@@ -21,7 +25,7 @@ next observations).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import gymnasium as gym
 
@@ -35,11 +39,16 @@ __all__ = [
     "LearnerConnectorsConfig",
     "ObservationConnectors",
     "env_to_module_pipeline",
+    "join_module_states",
     "learner_pipeline",
     "module_to_env_pipeline",
     "observation_connectors",
+    "split_module_states",
     "transition_connectors",
 ]
+
+#: The connectors a state keyed by connector names may name (``split_module_states`` tells the two forms apart).
+_OBSERVATION_CONNECTORS = frozenset({FlattenObservations.__name__, NormalizeObservations.__name__})
 
 
 class LearnerConnectorsConfig(Protocol):
@@ -124,6 +133,35 @@ def env_to_module_pipeline(observation_space: gym.Space, normalize: bool = False
         raise ConnectorStateError(f"{norm.name}.mean must be {norm.dim} finite numbers; the state holds no "
                                   "fitted statistics")
     return obs.pipeline()
+
+
+def join_module_states(states: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A job's connector state from each module's (``{module_id: state}``): one module's state as it is (keyed by
+    connector name, the format of every single-module checkpoint), several modules' as ``{module_id: state}``."""
+    if len(states) == 1:
+        return dict(next(iter(states.values())))
+    return {mid: dict(state) for mid, state in states.items()}
+
+
+def split_module_states(state: Mapping[str, Any], module_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each module's connector state in a job's (the inverse of ``join_module_states``).
+
+    One module: ``state`` itself. Several: ``{module_id: state}`` (a module it leaves out gets ``{}``: not fitted
+    yet), or a state keyed by connector names, which every module shares (a multi-module checkpoint written
+    before statistics were per module). ``ConnectorStateError`` names a module the job does not train."""
+    ids = list(module_ids)
+    if len(ids) == 1:
+        return {ids[0]: dict(state)}
+    if set(state) <= _OBSERVATION_CONNECTORS:
+        return {mid: dict(state) for mid in ids}
+    unknown = sorted(set(state) - set(ids))
+    if unknown:
+        raise ConnectorStateError(f"{unknown[0]}: no module of that name (the job trains {ids}); a multi-module "
+                                  "state is {module_id: state}")
+    for mid, s in state.items():
+        if not isinstance(s, Mapping):
+            raise ConnectorStateError(f"{mid} must be an object (that module's connector state)")
+    return {mid: dict(state.get(mid, {})) for mid in ids}
 
 
 def module_to_env_pipeline(action_space: gym.Space) -> ConnectorPipeline:

@@ -11,8 +11,13 @@ An algorithm's learner overrides a few hooks:
 The update step (``update``) guarantees **gradient isolation**: every loss term
 is differentiated only with respect to the parameters of the optimizer of the
 same name (``torch.autograd.grad``), so an actor loss never moves critic
-weights however it is written. Under ``torch.distributed`` the gradients of all
-optimizers are averaged across learners in one coalesced all-reduce per update
+weights however it is written. Every parameter belongs to exactly one optimizer
+(``offlinerl.core.param_owners``, checked when the learner builds): a submodule
+that several modules share (``MultiRLModuleSpec(shared=...)``, e.g. one policy
+encoder for every agent) is stepped once per update, by the first module's
+optimizer, on the sum of every module's same-named loss gradient. Under
+``torch.distributed`` the gradients of all optimizers are averaged across
+learners in one coalesced all-reduce per update
 (DDP semantics: replicas stay identical), then clipped per optimizer, then
 stepped. ``run_updates`` performs many updates per call with metrics kept as
 tensors and reduced once. Both take ``hold``: optimizer names not stepped in
@@ -31,11 +36,10 @@ from torch import nn
 
 from offlinerl.core import metrics as M
 from offlinerl.core.loss import LossOut
+from offlinerl.core.param_owners import OptimizerKey, assign_parameters
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
 
 __all__ = ["Learner", "LearnerConfig", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
-
-OptimizerKey = tuple[str, str]  # (module_id, optimizer name)
 
 #: Optimizers that move what the agent does: the policy ("actor") and SAC's entropy temperature ("alpha").
 POLICY_OPTIMIZERS = ("actor", "alpha")
@@ -88,6 +92,11 @@ class Learner:
         """Wall-clock time (``time.time()``) when this learner's first update in this process finished."""
         self._optimizers: dict[OptimizerKey, torch.optim.Optimizer] = {}
         self._params: dict[OptimizerKey, list[nn.Parameter]] = {}
+        """The parameters each optimizer steps (each parameter in exactly one: ``offlinerl.core.param_owners``)."""
+        self._grad_params: dict[OptimizerKey, list[nn.Parameter]] = {}
+        """The parameters each loss term is differentiated against (its optimizer's, plus shared ones)."""
+        self._moves: dict[OptimizerKey, tuple[OptimizerKey, ...]] = {}
+        """The optimizers each loss term moves (its own, then the owners of its shared parameters)."""
         self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         self.rank = dist.get_rank() if self.world_size > 1 else 0
 
@@ -101,20 +110,11 @@ class Learner:
                 for t in list(self.module.parameters()) + list(self.module.buffers()):
                     dist.broadcast(t.data, src=0)
         torch.manual_seed(seed + 1000 * self.rank)
-        owner: dict[int, OptimizerKey] = {}
-        for mid, module in self.module.items():
-            for name, opt in self.configure_optimizers_for_module(mid, module).items():
-                key = (mid, name)
-                params = [p for group in opt.param_groups for p in group["params"]]
-                for p in params:
-                    if id(p) in owner:
-                        raise ValueError(
-                            f"a parameter belongs to optimizers {owner[id(p)]} and {key}: shared parameters must "
-                            "belong to exactly one optimizer (else they are stepped twice)"
-                        )
-                    owner[id(p)] = key
-                self._optimizers[key] = opt
-                self._params[key] = params
+        optimizers = {(mid, name): opt for mid, module in self.module.items()
+                      for name, opt in self.configure_optimizers_for_module(mid, module).items()}
+        owners = assign_parameters(optimizers, self.module)  # each parameter in exactly one optimizer
+        self._optimizers = optimizers
+        self._params, self._grad_params, self._moves = owners.params, owners.grad_params, owners.moves
         if getattr(self.config, "compile", False):  # the forwards and the loss maths as one compiled graph
             self.compute_loss_for_module = torch.compile(self.compute_loss_for_module)  # type: ignore[method-assign]
         return self
@@ -192,20 +192,31 @@ class Learner:
         return {self.module.keys()[0]: batch}  # type: ignore[dict-item]
 
     def _apply_gradients(self, losses: dict[OptimizerKey, torch.Tensor], metrics: dict[str, torch.Tensor], single: bool) -> None:
+        """Differentiate each loss term against its parameters (``_grad_params``: its optimizer's, plus shared ones
+        another module's optimizer steps), sum the gradients of a parameter several terms reach, average them over
+        learners, then clip and step every optimizer those terms move, once."""
         keys = list(losses)
-        all_params: list[nn.Parameter] = []
-        all_grads: list[torch.Tensor] = []
+        stepped: dict[OptimizerKey, None] = {}
+        reached: set[int] = set()
         for i, key in enumerate(keys):
-            params = self._params[key]
+            params = self._grad_params[key]
             loss = losses[key]
             if loss.requires_grad:
                 grads = torch.autograd.grad(loss, params, retain_graph=i < len(keys) - 1, allow_unused=True)
             else:
                 grads = (None,) * len(params)
             for p, g in zip(params, grads):
-                p.grad = torch.zeros_like(p) if g is None else g
-            all_params.extend(params)
-            all_grads.extend(p.grad for p in params)
+                if id(p) not in reached:
+                    reached.add(id(p))
+                    p.grad = torch.zeros_like(p) if g is None else g
+                elif g is not None:  # a shared parameter: the sum of every module's loss gradient
+                    p.grad = p.grad + g
+            stepped.update(dict.fromkeys(self._moves[key]))
+        all_params = [p for key in stepped for p in self._params[key]]
+        for p in all_params:
+            if id(p) not in reached:  # an owner stepped for another module's loss only
+                p.grad = torch.zeros_like(p)
+        all_grads = [p.grad for p in all_params]
         if self.world_size > 1 and all_grads:
             flat = torch.cat([g.reshape(-1) for g in all_grads])
             dist.all_reduce(flat)
@@ -216,7 +227,7 @@ class Learner:
                 g.copy_(flat[offset : offset + n].view_as(g))
                 offset += n
         clip = self.config.grad_clip
-        for key in keys:
+        for key in stepped:
             mid, name = key
             if clip:
                 norm = torch.nn.utils.clip_grad_norm_(self._params[key], clip)

@@ -14,7 +14,7 @@ learners require by name when they build (``require_api``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import gymnasium as gym
 import torch
@@ -22,6 +22,7 @@ from torch import nn
 
 from offlinerl.core import columns as C
 from offlinerl.core.distributions import Categorical, Distribution, TanhGaussian
+from offlinerl.core.shared_encoder import check_shared_state, tie_submodules
 
 __all__ = [
     "RLModule",
@@ -187,19 +188,24 @@ class RLModule(nn.Module):
 class MultiRLModule(nn.Module):
     """A dict of ``RLModule`` keyed by module id, with an agent -> module mapping.
 
-    A single-agent job holds one module under ``DEFAULT_MODULE_ID``.
+    A single-agent job holds one module under ``DEFAULT_MODULE_ID``. ``shared``: attribute names of submodules
+    that every module holds as one object (e.g. ``("pi_encoder",)``: one policy encoder, each module its own
+    heads; ``offlinerl.core.shared_encoder``); the state dict holds them under every module, always equal.
     """
 
     def __init__(
         self,
         modules: Mapping[str, RLModule],
         agent_to_module: Mapping[str, str] | Callable[[str | None], str] | None = None,
+        shared: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if not modules:
             raise ValueError("a MultiRLModule needs at least one module")
         self.rl_modules = nn.ModuleDict(dict(modules))
         self._agent_to_module = agent_to_module
+        self.shared = tuple(shared)
+        tie_submodules(self.rl_modules, self.shared)
 
     def __getitem__(self, module_id: str) -> RLModule:
         try:
@@ -228,7 +234,8 @@ class MultiRLModule(nn.Module):
         return m(agent_id) if callable(m) else m[agent_id]
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):
-        """Load per module, so inference-only modules drop the keys they have no parameter for."""
+        """Load per module, so inference-only modules drop the keys they have no parameter for; a shared
+        submodule's weights must be equal under every module that holds them (``RuntimeError`` otherwise)."""
         per: dict[str, dict[str, Any]] = {mid: {} for mid in self.rl_modules}
         for key, value in state_dict.items():
             _, mid, rest = key.split(".", 2) if key.startswith("rl_modules.") else ("", "", key)
@@ -237,6 +244,7 @@ class MultiRLModule(nn.Module):
                     raise RuntimeError(f"state dict key {key!r} belongs to no module of {sorted(per)}")
                 continue
             per[mid][rest] = value
+        check_shared_state(per, self.shared)
         for mid, module in self.rl_modules.items():
             module.load_state_dict(per[mid], strict=strict, assign=assign)
 
@@ -274,15 +282,19 @@ class RLModuleSpec:
 
 
 class MultiRLModuleSpec:
-    """Specs of every module of a ``MultiRLModule`` plus the agent -> module mapping."""
+    """Specs of every module of a ``MultiRLModule``, the agent -> module mapping and the submodules every module
+    shares (``shared``, as ``MultiRLModule`` takes it)."""
 
-    def __init__(self, specs: Mapping[str, RLModuleSpec], agent_to_module: Mapping[str, str] | None = None) -> None:
+    def __init__(self, specs: Mapping[str, RLModuleSpec], agent_to_module: Mapping[str, str] | None = None,
+                 shared: Sequence[str] = ()) -> None:
         self.specs = dict(specs)
         self.agent_to_module = dict(agent_to_module) if agent_to_module else None
+        self.shared = tuple(shared)
 
     @classmethod
     def single(cls, spec: RLModuleSpec) -> "MultiRLModuleSpec":
         return cls({C.DEFAULT_MODULE_ID: spec})
 
     def build(self, inference_only: bool = False) -> MultiRLModule:
-        return MultiRLModule({mid: s.build(inference_only) for mid, s in self.specs.items()}, self.agent_to_module)
+        return MultiRLModule({mid: s.build(inference_only) for mid, s in self.specs.items()}, self.agent_to_module,
+                             self.shared)

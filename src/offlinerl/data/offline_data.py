@@ -13,6 +13,17 @@ connectors, vectorised over whole blocks)`` and then one of two modes:
   with ``streaming_split``, read as whole blocks pooled and permuted in each
   learner (``StreamingSpec``).
 
+A multi-agent dataset (rows with ``agent_id`` / ``module_id``: ``module_ids`` lists several) trains one module
+per id, each learner drawing ``train_batch_size`` transitions of every module per update: each module's
+observation statistics are fitted on its own rows (``env_to_module_pipeline(module_id)``; the connector state
+is ``{module_id: state}``); in memory, each module's transitions are held apart and split over the learners;
+streaming, each module's rows are a stream of their own (the files are read once per module and the other
+modules' rows dropped before they become transitions), split over the learners and pooled as one module's
+would be. A stream per module keeps each module's pool to its own shuffle buffer however unequal the modules'
+shares, serves every module's transitions uniformly as in-memory mode does, and gives every learner the same
+number of each module's transitions per epoch (``streaming_split(equal=True)`` per module), so the learners,
+which update in lockstep, also start their epochs together (Ray Data's split waits for every learner there).
+
 Ray Data's parallelism is capped below the cluster's CPU count so the readers
 and the learners never starve each other (RLlib's default offline pipeline
 deadlocks on 2 CPUs this way).
@@ -29,8 +40,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
-from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, env_to_module_pipeline, learner_pipeline,
-                                  observation_connectors)
+from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, ObservationConnectors, env_to_module_pipeline,
+                                  join_module_states, learner_pipeline, observation_connectors, split_module_states)
 from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
@@ -75,11 +86,13 @@ def sample_episodes(table: pa.Table, fraction: float) -> pa.Table:
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
                             extra_columns: tuple[str, ...] = (), with_module_ids: bool = False,
-                            drop_episodes: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                            drop_episodes: np.ndarray | None = None, module_id: str | None = None) -> dict[str, np.ndarray]:
     """The ``map_batches`` function: a block of episode rows -> a dict of transition columns (without the rows of
-    ``drop_episodes``, the held-out episode ids)."""
+    ``drop_episodes``, the held-out episode ids; with ``module_id``, of the rows of that module only)."""
     if drop_episodes is not None:
         table = keep_episodes(table, drop_episodes, held_out=False)
+    if module_id is not None:
+        table = table.filter(pa.array(row_module_ids(table) == module_id, type=pa.bool_()))
     episodes = EpisodeColumns.from_arrow(table, observation_space, action_space, extra_columns)
     batch = pipeline({}, episodes)
     if with_module_ids:
@@ -90,8 +103,9 @@ def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observ
 def _unit_obs_moments(unit: ScanUnit, *, columns: list[str], drop_episodes: np.ndarray | None, fraction: float,
                       **transitions_kwargs: Any) -> dict[str, Any]:
     """Count, mean and variance of the (flattened, unnormalised) observations of the transitions of one row group
-    (without the ``drop_episodes``; of about ``fraction`` of its episodes, see ``sample_episodes``)."""
-    moments = RunningMeanStd()
+    (without the ``drop_episodes``; of about ``fraction`` of its episodes, see ``sample_episodes``), per module:
+    ``{"modules": {module_id: moments}}``, the id ``""`` where the transitions name no module (one module)."""
+    moments: dict[str, RunningMeanStd] = {}
     for _, batch in iter_unit_batches(unit, columns):
         table = pa.Table.from_batches([batch])
         if drop_episodes is not None:
@@ -99,8 +113,12 @@ def _unit_obs_moments(unit: ScanUnit, *, columns: list[str], drop_episodes: np.n
         if fraction < 1.0:
             table = sample_episodes(table, fraction)
         if table.num_rows:
-            moments.update(episodes_to_transitions(table, **transitions_kwargs)[C.OBS])
-    return moments.get_state()
+            transitions = episodes_to_transitions(table, **transitions_kwargs)
+            mids = transitions.get(MODULE_COLUMN)
+            for mid in [""] if mids is None else np.unique(mids).tolist():
+                obs = transitions[C.OBS] if mids is None else transitions[C.OBS][mids == mid]
+                moments.setdefault(mid, RunningMeanStd()).update(obs)
+    return {"modules": {mid: m.get_state() for mid, m in moments.items()}}
 
 
 def estimated_bytes(info: DatasetInfo) -> int:
@@ -120,7 +138,8 @@ def data_mode(config: OfflineDataConfig, info: DatasetInfo) -> str:
 
 
 class OfflineData:
-    """The dataset at ``path`` prepared for the learners of one algorithm config.
+    """The dataset at ``path`` prepared for the learners of one algorithm config (one module per id of
+    ``module_ids``; see the module docstring for several).
 
     ``use_ray=False`` (in-memory mode only): the transitions are read in this process with pyarrow, file by file in
     the order Ray Data reads them, through the same ``episodes_to_transitions``: the same arrays, without Ray
@@ -136,22 +155,21 @@ class OfflineData:
         self.observation_space = self.info.observation_space
         self.action_space = self.info.action_space
         self.extra_columns = tuple(extra_columns)
-        # The job's observation connectors (and fitted statistics), shared by the learner pipeline and
-        # copied into every env-to-module pipeline; building the learner pipeline checks the config early.
-        self.observations = observation_connectors(self.observation_space, config.normalize_observations)
-        self.learner = learner_pipeline(self.observations, self.action_space, config)
+        self.module_ids = self._find_module_ids()
+        # Each module's observation connectors (and fitted statistics, on that module's rows), shared by its
+        # learner pipeline and copied into its every env-to-module pipeline; building the learner pipelines
+        # checks the config early.
+        self.module_observations: dict[str, ObservationConnectors] = {
+            mid: observation_connectors(self.observation_space, config.normalize_observations) for mid in self.module_ids}
+        self._learners = {mid: learner_pipeline(obs, self.action_space, config) for mid, obs in self.module_observations.items()}
         # Episode ids kept out of training (data.holdout), sorted; None = train on every episode.
         holdout = config.data.holdout
         with reading(self.path):
             self.holdout_ids = (None if holdout is None else
                                 holdout_episode_ids(dataset_episode_ids(self.path), holdout.fraction, holdout.seed))
         self.mode = self._choose_mode()
-        self.module_ids = self._find_module_ids()
         if not use_ray and self.mode != "in_memory":
             raise ValueError(f"{self.path}: {self.mode} data is read by Ray Data; use_ray=False needs data.mode=in_memory")
-        if len(self.module_ids) > 1 and self.mode != "in_memory":
-            raise ValueError(f"{self.path}: multi-agent datasets (modules {self.module_ids}) train in in-memory mode only "
-                             "for now; set data.mode=in_memory")
         self._arrays: dict[str, np.ndarray] | None = None
 
     def _find_module_ids(self) -> list[str]:
@@ -174,31 +192,60 @@ class OfflineData:
         return len(self.module_ids) > 1
 
     # -- connectors ------------------------------------------------------------------------------
-    def learner_pipeline(self, normalize: bool = True) -> ConnectorPipeline:
-        """Episode rows -> train batch (``normalize=False``: before the statistics, to fit them)."""
-        if normalize:
-            return self.learner
-        return learner_pipeline(self.observations, self.action_space, self.config, normalize=False)
+    def _module(self, module_id: str | None) -> str:
+        """``module_id``, checked; None: the dataset's only module (``ValueError`` when it trains several)."""
+        if module_id is None:
+            if self.multi_module:
+                raise ValueError(f"{self.path} trains the modules {self.module_ids}; name one (module_id)")
+            return self.module_ids[0]
+        if module_id not in self.module_observations:
+            raise ValueError(f"{self.path}: no module {module_id!r}; the dataset trains {self.module_ids}")
+        return module_id
 
-    def env_to_module_pipeline(self) -> ConnectorPipeline:
-        """Env observations -> module inputs: a copy of the learner side's connectors and fitted state."""
-        return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, self.connector_state())
+    def learner_pipeline(self, normalize: bool = True, module_id: str | None = None) -> ConnectorPipeline:
+        """Episode rows -> train batch of module ``module_id`` (None: the only module); ``normalize=False``: before
+        the statistics, to fit them (the same for every module)."""
+        if normalize:
+            return self._learners[self._module(module_id)]
+        obs = self.module_observations[self.module_ids[0] if module_id is None else self._module(module_id)]
+        return learner_pipeline(obs, self.action_space, self.config, normalize=False)
+
+    def env_to_module_pipeline(self, module_id: str | None = None) -> ConnectorPipeline:
+        """Env observations -> inputs of module ``module_id`` (None: the only module): a copy of its learner side's
+        connectors and fitted state."""
+        state = self.module_observations[self._module(module_id)].get_state()
+        return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, state)
 
     def connector_state(self) -> dict[str, Any]:
-        """The fitted state (what checkpoints save): ``get_state()`` of the observation connectors."""
-        return self.observations.get_state()
+        """The fitted state (what checkpoints save): ``get_state()`` of the observation connectors; with several
+        modules ``{module_id: state}`` (``connectors.join_module_states``)."""
+        return join_module_states({mid: obs.get_state() for mid, obs in self.module_observations.items()})
 
     def set_connector_state(self, state: Mapping[str, Any]) -> None:
-        self.observations.set_state(state)
+        """Restore ``connector_state()`` (several modules: ``connectors.split_module_states``, which also takes
+        one state for every module, as multi-module checkpoints were written before statistics were per module)."""
+        for mid, s in split_module_states(state, self.module_ids).items():
+            self.module_observations[mid].set_state(s)
+
+    def normalizer_of(self, module_id: str | None = None) -> Any:
+        """Module ``module_id``'s observation statistics' connector (None: the only module's; ``None`` when the job
+        does not normalise)."""
+        return self.module_observations[self._module(module_id)].normalize
 
     @property
     def normalizer(self) -> Any:
-        """The observation statistics' connector (``None`` when the job does not normalise)."""
-        return self.observations.normalize
+        """The observation statistics' connector of the only module (``None`` when the job does not normalise)."""
+        return self.normalizer_of()
 
     @property
     def normalizer_fitted(self) -> bool:
-        return self.normalizer is not None and self.normalizer.fitted
+        """The job normalises and every module's statistics are fitted."""
+        return self.config.normalize_observations and all(obs.fitted for obs in self.module_observations.values())
+
+    def _unfitted(self) -> dict[str, Any]:
+        """The statistics still to fit, by module (none when the job does not normalise)."""
+        return {mid: obs.normalize for mid, obs in self.module_observations.items()
+                if obs.normalize is not None and not obs.normalize.fitted}
 
     # -- mode ------------------------------------------------------------------------------------
     def estimated_bytes(self) -> int:
@@ -218,10 +265,11 @@ class OfflineData:
         return max(1, cpus - 1)
 
     def transitions(self, normalize: bool = True, preserve_order: bool = False, shuffle_files: bool = False,
-                    block_bytes: int | None = None):
+                    block_bytes: int | None = None, module_id: str | None = None):
         """The lazy Ray Dataset of transitions (one row per step); ``block_bytes``: in blocks of about this many
         bytes of transitions (else Ray Data's default: at least 200 blocks, whole files once there are more
-        files than that)."""
+        files than that). ``module_id``: the transitions of that module only (normalised with its statistics),
+        without the module column, with a share of the map tasks (a stream per module)."""
         import ray.data
 
         kwargs: dict[str, Any] = {"shuffle": "files"} if shuffle_files else {}
@@ -234,13 +282,14 @@ class OfflineData:
         ds = read_dataset(self.path, columns=self._read_columns(), **kwargs)
         if preserve_order:
             ds.context.execution_options.preserve_order = True
+        concurrency = self._concurrency() if module_id is None else max(1, self._concurrency() // len(self.module_ids))
         return ds.map_batches(
             episodes_to_transitions,
             batch_format="pyarrow",
             batch_size=None,
             zero_copy_batch=True,
-            fn_kwargs=self._transition_kwargs(normalize),
-            compute=ray.data.TaskPoolStrategy(size=self._concurrency()),
+            fn_kwargs=self._transition_kwargs(normalize, module_id),
+            compute=ray.data.TaskPoolStrategy(size=concurrency),
         )
 
     def _read_columns(self) -> list[str]:
@@ -248,11 +297,15 @@ class OfflineData:
         ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else []
         return _EPISODE_COLUMNS + ids + list(self.extra_columns)
 
-    def _transition_kwargs(self, normalize: bool) -> dict[str, Any]:
-        """``episodes_to_transitions``' arguments besides the table (both reads)."""
-        return {"pipeline": self.learner_pipeline(normalize=normalize), "observation_space": self.observation_space,
-                "action_space": self.action_space, "extra_columns": self.extra_columns,
-                "with_module_ids": self.multi_module, "drop_episodes": self.holdout_ids}
+    def _transition_kwargs(self, normalize: bool, module_id: str | None = None) -> dict[str, Any]:
+        """``episodes_to_transitions``' arguments besides the table (both reads; ``module_id``: one module's)."""
+        kwargs = {"pipeline": self.learner_pipeline(normalize=normalize, module_id=module_id),
+                  "observation_space": self.observation_space, "action_space": self.action_space,
+                  "extra_columns": self.extra_columns, "with_module_ids": self.multi_module and module_id is None,
+                  "drop_episodes": self.holdout_ids}
+        if module_id is not None:
+            kwargs["module_id"] = module_id
+        return kwargs
 
     def load_arrays(self) -> dict[str, np.ndarray]:
         """In-memory mode: every transition, normalised, as contiguous arrays (computed once, in order)."""
@@ -269,12 +322,31 @@ class OfflineData:
             arrays = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
             if self.multi_module:
                 arrays[MODULE_COLUMN] = arrays[MODULE_COLUMN].astype(str)
-            if self.normalizer is not None:
-                if not self.normalizer_fitted:
-                    self.normalizer.fit(arrays[C.OBS])
-                arrays = self.normalizer(arrays)
+            if self.config.normalize_observations:
+                arrays = self._normalize_arrays(arrays)
             self._arrays = arrays
         return self._arrays
+
+    def _normalize_arrays(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Fit each module's statistics on its own transitions (unless they are fitted: restored from a
+        checkpoint) and normalise them with it (several modules: in place, row by row of the module column)."""
+        unfitted = self._unfitted()
+        if not self.multi_module:
+            norm = self.normalizer
+            if unfitted:
+                norm.fit(arrays[C.OBS])
+            return norm(arrays)
+        mids = arrays[MODULE_COLUMN]
+        for mid, obs in self.module_observations.items():
+            rows = np.flatnonzero(mids == mid)
+            if not len(rows):
+                continue
+            if mid in unfitted:
+                obs.normalize.fit(arrays[C.OBS][rows])
+            part = obs.normalize({k: arrays[k][rows] for k in obs.normalize.keys if k in arrays})
+            for k, v in part.items():
+                arrays[k][rows] = v
+        return arrays
 
     def _local_transitions(self) -> Iterator[dict[str, np.ndarray]]:
         """``load_arrays`` without Ray: each file's episode rows (the columns ``transitions`` reads) through
@@ -300,42 +372,41 @@ class OfflineData:
         return [files[i] for i in chosen], min(1.0, cap * len(files) / (steps * k))
 
     def fit_normalizer_streaming(self) -> None:
-        """Streaming mode: fit the observation statistics on the ``stats_sample`` (all of a dataset up to
-        ``data.stats_max_steps``), one Ray task per row group (``scan.run_units``), merged in file order."""
-        if self.normalizer is None or self.normalizer_fitted:
+        """Streaming mode: fit the observation statistics (each module's on its own rows) on the ``stats_sample``
+        (all of a dataset up to ``data.stats_max_steps``), one Ray task per row group (``scan.run_units``), merged
+        in file order."""
+        unfitted = self._unfitted()
+        if not unfitted:
             return
         files, fraction = self.stats_sample()
+        ids = [S.AGENT_ID, S.MODULE_ID] if self.multi_module else [S.AGENT_ID]
         with reading(self.path):
             units, unreadable = plan_units(files)
             if unreadable:
                 raise OSError(f"cannot read {next(iter(unreadable))}: {next(iter(unreadable.values()))}")
-            fn = functools.partial(
-                _unit_obs_moments, columns=_EPISODE_COLUMNS + [S.AGENT_ID] + list(self.extra_columns),
-                pipeline=self.learner_pipeline(normalize=False), observation_space=self.observation_space,
-                action_space=self.action_space, extra_columns=self.extra_columns, drop_episodes=self.holdout_ids,
-                fraction=fraction)
+            fn = functools.partial(_unit_obs_moments, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns),
+                                   fraction=fraction, **self._transition_kwargs(normalize=False))
             payloads = list(run_units(units, fn, desc="observation statistics"))
             for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
                 if "read_error" in p:
                     raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
-                if p["count"]:
-                    self.normalizer.fit_moments(p["count"], np.array(p["mean"]), np.array(p["var"]))
+                for mid, m in p["modules"].items():
+                    norm = unfitted.get(mid or self.module_ids[0])
+                    if norm is not None and m["count"]:
+                        norm.fit_moments(m["count"], np.array(m["mean"]), np.array(m["var"]))
 
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:
-        """One batch-source spec per learner (``max(1, num_learners)`` of them)."""
+        """One batch-source spec per learner (``max(1, num_learners)`` of them); with several modules, each draws
+        ``batch_size`` transitions of every module per batch (see the module docstring)."""
         # Here, not at the top: Ray Data's workers import this module for its transforms, and the sources need torch.
-        from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, StreamingSpec
+        from offlinerl.data.sources import InMemorySpec, StreamingSpec
 
         if self.mode == "in_memory":
             arrays = self.load_arrays()
             n = len(arrays[C.OBS])
             if self.multi_module:
-                if num_shards != 1:
-                    raise ValueError("multi-agent datasets train with num_learners=0 for now")
-                mids = arrays[MODULE_COLUMN]
-                per_module = {m: {k: v[mids == m] for k, v in arrays.items() if k != MODULE_COLUMN} for m in self.module_ids}
-                return [MultiModuleInMemorySpec(per_module, batch_size, seed)]
+                return self._module_in_memory_specs(arrays, num_shards, batch_size, seed)
             if num_shards == 1:
                 return [InMemorySpec(arrays, batch_size, seed)]
             import ray
@@ -347,6 +418,8 @@ class OfflineData:
                 for i in range(num_shards)
             ]
         self.fit_normalizer_streaming()
+        if self.multi_module:
+            return self._module_streaming_specs(num_shards, batch_size, seed)
         ds = self.transitions(normalize=True, shuffle_files=True, block_bytes=self.config.data.block_bytes)
         # streaming_split even for one learner: the split's executor then runs in a coordinator actor, not in the
         # learner's process, whose Python thread it slowed by a third (BC, 64x64: 360 -> 590 updates/s, in-memory 550).
@@ -355,3 +428,43 @@ class OfflineData:
         return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i, dataset=str(self.path))
                 for i, it in enumerate(iterables)]
 
+    def _module_in_memory_specs(self, arrays: Mapping[str, np.ndarray], num_shards: int, batch_size: int,
+                                seed: int) -> list[Any]:
+        """In-memory, several modules: each module's transitions apart; over several learners, each module's
+        split into ``num_shards`` random shards of (about) equal size, learner ``i`` holding shard ``i`` of each.
+        Learner ``i`` samples module ``j`` (in ``module_ids`` order) with the seed ``seed + i * modules + j``."""
+        from offlinerl.data.sources import MultiModuleInMemorySpec
+
+        mids = arrays[MODULE_COLUMN]
+        per_module = {m: {k: v[mids == m] for k, v in arrays.items() if k != MODULE_COLUMN} for m in self.module_ids}
+        if num_shards == 1:
+            return [MultiModuleInMemorySpec(per_module, batch_size, seed)]
+        import ray
+
+        rng = np.random.default_rng(seed)
+        shards: list[dict[str, dict[str, np.ndarray]]] = [{} for _ in range(num_shards)]
+        for m, columns in per_module.items():
+            n = len(columns[C.OBS])
+            if n < num_shards:
+                raise ValueError(f"{self.path}: module {m!r} has {n} transitions, fewer than the {num_shards} learners")
+            perm = rng.permutation(n)
+            bounds = np.linspace(0, n, num_shards + 1).astype(int)
+            for i in range(num_shards):
+                shards[i][m] = {k: v[np.sort(perm[bounds[i]:bounds[i + 1]])] for k, v in columns.items()}
+        modules = len(self.module_ids)
+        return [MultiModuleInMemorySpec(ray.put(shard), batch_size, seed + i * modules) for i, shard in enumerate(shards)]
+
+    def _module_streaming_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:
+        """Streaming, several modules: a stream per module (``transitions(module_id=...)``), each split over the
+        learners with ``streaming_split(equal=True)``; learner ``i`` pools module ``j``'s shard as a one-module
+        stream would be, with the seed ``seed + i * modules + j``."""
+        from offlinerl.data.sources import MultiModuleSpec, StreamingSpec
+
+        d = self.config.data
+        splits = {m: self.transitions(normalize=True, shuffle_files=True, block_bytes=d.block_bytes, module_id=m)
+                  .streaming_split(num_shards, equal=True) for m in self.module_ids}
+        modules = len(self.module_ids)
+        return [MultiModuleSpec({m: StreamingSpec(splits[m][i], batch_size, d.shuffle_buffer_size, d.prefetch_batches,
+                                                  seed + i * modules + j, dataset=str(self.path), module_id=m)
+                                 for j, m in enumerate(self.module_ids)})
+                for i in range(num_shards)]

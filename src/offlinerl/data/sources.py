@@ -7,6 +7,8 @@
   or a ``streaming_split`` shard, pooled to at least the shuffle buffer's size,
   permuted and served as minibatches; a new epoch starts when one ends.
 - ``FixedBatchSource``: the same batch every time (tests, DDP equivalence).
+- ``MultiModuleSource``: one of those per module id (a multi-agent dataset's modules), a batch holding
+  ``batch_size`` transitions of every module; ``MultiModuleInMemorySource`` builds in-memory ones.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = [
     "InMemorySpec",
     "MultiModuleInMemorySource",
     "MultiModuleInMemorySpec",
+    "MultiModuleSource",
+    "MultiModuleSpec",
     "StreamingSpec",
     "FixedBatchSpec",
     "to_tensors",
@@ -75,7 +79,8 @@ class StreamingSource:
     minibatches, and what is left (less than a batch) joins the next pool. So every transition is served
     once per epoch, in random order within windows of at least ``shuffle_buffer_size`` transitions (and at
     least one whole block: a parquet file's share, as the files are read in a shuffled order); a last
-    remainder smaller than one batch is dropped at the end of an epoch.
+    remainder smaller than one batch is dropped at the end of an epoch, so an epoch is ``rows // batch_size``
+    batches whatever the blocks (learners with equal shards start their epochs on the same update).
     """
 
     def __init__(self, iterable: Any, batch_size: int, shuffle_buffer_size: int, prefetch_batches: int, seed: int,
@@ -109,7 +114,11 @@ class StreamingSource:
         return [{k: v.index_select(0, rest) for k, v in self._pool.items()}]
 
     def _refill(self) -> None:
-        blocks = self._leftover()
+        # What the pool left joins the next pool within an epoch only: an epoch's last rows short of a batch are
+        # dropped, so every epoch serves floor(shard / batch_size) batches whatever the blocks, and learners whose
+        # shards are equal (streaming_split(equal=True)) start each epoch on the same update: the split waits for
+        # every learner there, and a learner waiting there while the others wait in DDP's all-reduce would hang.
+        blocks = self._leftover() if self._it is not None else []
         rows = sum(len(next(iter(b.values()))) for b in blocks)
         need = max(self.batch_size, self.shuffle_buffer_size)
         restarts = 0
@@ -182,23 +191,26 @@ class InMemorySpec:
 
     def resolve_arrays(self) -> Mapping[str, Any]:
         """The arrays (fetched from the object store if they were put there)."""
-        arrays = self.arrays
-        if type(arrays).__name__ == "ObjectRef":
-            import ray
-
-            arrays = ray.get(arrays)
-        return arrays
+        return _resolve(self.arrays)
 
     def build(self, device: torch.device) -> InMemorySource:
         return InMemorySource(self.resolve_arrays(), self.batch_size, self.seed, device)
 
 
-class MultiModuleInMemorySource:
-    """One ``InMemorySource`` per module id; a batch holds ``batch_size`` transitions of every module."""
+def _resolve(value: Any) -> Any:
+    """``value``, fetched from the object store if it was put there."""
+    if type(value).__name__ == "ObjectRef":
+        import ray
 
-    def __init__(self, per_module: Mapping[str, Mapping[str, Any]], batch_size: int, seed: int, device: torch.device | str = "cpu") -> None:
-        self.sources = {mid: InMemorySource(arrays, batch_size, seed + i, device, module_id=mid)
-                        for i, (mid, arrays) in enumerate(sorted(per_module.items()))}
+        return ray.get(value)
+    return value
+
+
+class MultiModuleSource:
+    """One batch source per module id (each serving its module's batches); a batch holds every module's."""
+
+    def __init__(self, sources: Mapping[str, Any]) -> None:
+        self.sources = dict(sorted(sources.items()))
 
     def next_batch(self) -> dict[str, dict[str, torch.Tensor]]:
         return {mid: src.next_batch()[mid] for mid, src in self.sources.items()}
@@ -210,15 +222,41 @@ class MultiModuleInMemorySource:
         for mid, src in self.sources.items():
             src.set_state(state[mid])
 
+    def close(self) -> None:
+        """Stop every module's stream (the sources that have one)."""
+        for src in self.sources.values():
+            if hasattr(src, "close"):
+                src.close()
+
+
+class MultiModuleInMemorySource(MultiModuleSource):
+    """One ``InMemorySource`` per module id (sorted; module ``j`` sampled with the seed ``seed + j``); a batch holds
+    ``batch_size`` transitions of every module."""
+
+    def __init__(self, per_module: Mapping[str, Mapping[str, Any]], batch_size: int, seed: int, device: torch.device | str = "cpu") -> None:
+        super().__init__({mid: InMemorySource(arrays, batch_size, seed + i, device, module_id=mid)
+                          for i, (mid, arrays) in enumerate(sorted(per_module.items()))})
+
 
 @dataclass
 class MultiModuleInMemorySpec:
-    per_module: Mapping[str, Mapping[str, Any]]
+    per_module: Any
+    """``{module_id: arrays}`` (or an ObjectRef to it: one learner's shard of each module)."""
     batch_size: int
     seed: int
 
     def build(self, device: torch.device) -> MultiModuleInMemorySource:
-        return MultiModuleInMemorySource(self.per_module, self.batch_size, self.seed, device)
+        return MultiModuleInMemorySource(_resolve(self.per_module), self.batch_size, self.seed, device)
+
+
+@dataclass
+class MultiModuleSpec:
+    """One source spec per module id (each building its module's source, e.g. ``StreamingSpec(module_id=...)``)."""
+
+    specs: Mapping[str, Any]
+
+    def build(self, device: torch.device) -> MultiModuleSource:
+        return MultiModuleSource({mid: spec.build(device) for mid, spec in self.specs.items()})
 
 
 @dataclass
@@ -229,10 +267,12 @@ class StreamingSpec:
     prefetch_batches: int
     seed: int
     dataset: str = ""
+    module_id: str = C.DEFAULT_MODULE_ID
+    """The module whose batches these are (a multi-agent dataset's stream of one module)."""
 
     def build(self, device: torch.device) -> StreamingSource:
         return StreamingSource(self.iterable, self.batch_size, self.shuffle_buffer_size, self.prefetch_batches, self.seed,
-                               device, dataset=self.dataset)
+                               device, module_id=self.module_id, dataset=self.dataset)
 
 
 @dataclass

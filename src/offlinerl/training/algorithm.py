@@ -43,11 +43,11 @@ from offlinerl.core import columns as C
 from offlinerl.core import metrics as M
 from offlinerl.core.learner import POLICY_OPTIMIZERS
 from offlinerl.core.learner_group import LearnerGroup
-from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
 from offlinerl.env.evaluation import module_episodes
+from offlinerl.env.multi_agent import team_episodes, team_metrics
 from offlinerl.episodes.validate import require_valid
 from offlinerl.training import resume as _resume
 from offlinerl.training import setup as _setup
@@ -111,10 +111,7 @@ class Algorithm:
             self.offline_data.set_connector_state(connector_state)
         _setup.check_cpus(config, online, self.offline_data)
         obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
-        self.module_spec = MultiRLModuleSpec({
-            mid: RLModuleSpec(self.module_class, obs_space, act_space, config.module_config())
-            for mid in self.offline_data.module_ids
-        })
+        self.module_spec = config.module_spec(self.module_class, obs_space, act_space, self.offline_data.module_ids)
         t0 = time.perf_counter()
         specs = self.offline_data.source_specs(max(1, config.num_learners), config.train_batch_size, config.seed)
         capacity = 0
@@ -126,7 +123,8 @@ class Algorithm:
         self.learner_group = LearnerGroup(config, self.learner_class, self.module_spec)
         self.learner_group.set_sources(specs)
         self.setup_time_s = time.perf_counter() - t0
-        self.env_to_module = self.offline_data.env_to_module_pipeline()
+        # Several modules: each has its own (offline_data.env_to_module_pipeline(module_id)); None here.
+        self.env_to_module = None if self.offline_data.multi_module else self.offline_data.env_to_module_pipeline()
         self.eval_module = self.module_spec.build(inference_only=True)
         self.iteration = 0
         self.num_updates = 0
@@ -264,6 +262,10 @@ class Algorithm:
     def eval_env_id(self) -> str:
         return _setup.eval_env_id(self.config, self.offline_data)
 
+    def team_env_to_module(self) -> dict[str, Any]:
+        """Each module's env-to-module pipeline (its own observation statistics), for the team loop."""
+        return {mid: self.offline_data.env_to_module_pipeline(mid) for mid in self.offline_data.module_ids}
+
     def eval_env_kwargs(self) -> dict[str, Any]:
         """``gymnasium.make`` kwargs of the evaluation env (``offlinerl.training.setup.eval_env_kwargs``)."""
         return _setup.eval_env_kwargs(self.config, self.offline_data)
@@ -274,15 +276,24 @@ class Algorithm:
 
     @property
     def can_evaluate(self) -> bool:
-        """Evaluation runs single-agent gymnasium envs: one module, and an env named by the config or the dataset."""
+        """Whether the job has an evaluation env (``offlinerl.training.setup.can_evaluate``): a gymnasium env for
+        one module, a PettingZoo env (``pettingzoo:MODULE``) for one or several."""
         return _setup.can_evaluate(self.config, self.offline_data)
 
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        if self.offline_data.multi_module:
-            raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
-                             "set evaluation.interval=0")
+        """The evaluation module's deterministic policy over ``episodes`` (default ``evaluation.episodes``) episodes
+        of the evaluation env: ``eval/return_mean`` ...; in a multi-agent env the team return (every agent's
+        rewards summed) and each agent's ``eval/<agent>/return_mean``."""
         ev = self.config.evaluation
-        out = M.episode_metrics(*self._play(episodes or ev.episodes, ev.seed), M.EVAL)  # the evaluation module's policy
+        if _setup.team_evaluation(self.config, self.offline_data):
+            played = team_episodes(self.eval_module, self.eval_env_id(), self.team_env_to_module(),
+                                   episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=self.eval_env_kwargs())
+            out = team_metrics(played)
+        elif self.offline_data.multi_module:
+            raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
+                             "set evaluation.env to a multi-agent env (pettingzoo:MODULE) or evaluation.interval=0")
+        else:
+            out = M.episode_metrics(*self._play(episodes or ev.episodes, ev.seed), M.EVAL)  # the evaluation module's
         ret = out[M.EVAL_RETURN_MEAN]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
@@ -313,7 +324,7 @@ class Algorithm:
         checkpoint): counters start at 0 (updates continue), batch sources and replays start fresh."""
         ckpt = load_checkpoint(path)
         ckpt.trained_module  # noqa: B018 - a bad tensors file fails here, before any setup
-        ckpt.env_to_module()  # and bad connector state (e.g. normaliser statistics), before the data uses it
+        ckpt.env_to_modules()  # and bad connector state (e.g. normaliser statistics), before the data uses it
         if resume and online is not None:
             _resume.check_online_resume(ckpt)
         config = type(ckpt.config).from_dict(merge(ckpt.meta.config, overrides)) if overrides else ckpt.config

@@ -258,12 +258,8 @@ class Checkpoint:
         return self.build_module(inference_only=False)
 
     def module_spec(self) -> Any:
-        from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
-
-        return MultiRLModuleSpec({
-            mid: RLModuleSpec(self.module_class, self.observation_space, self.action_space, self.config.module_config())
-            for mid in self.module_ids
-        })
+        """The ``MultiRLModuleSpec`` the job trained (``AlgorithmConfig.module_spec``: a shared encoder too)."""
+        return self.config.module_spec(self.module_class, self.observation_space, self.action_space, self.module_ids)
 
     def build_module(self, inference_only: bool = True) -> Any:
         """The MultiRLModule with this checkpoint's weights, checked for shape and finiteness: inference-only, the
@@ -284,15 +280,37 @@ class Checkpoint:
                                   f"checkpoint's spaces and model config: {str(exc)[:300]}") from None
         return module
 
-    def env_to_module(self) -> Any:
-        """Observation preprocessing as the job trained with, restored from the saved connector state."""
-        from offlinerl.connectors import ConnectorStateError, env_to_module_pipeline
+    def module_connector_state(self, module_id: str | None = None) -> dict[str, Any]:
+        """Module ``module_id``'s connector state (None: the only module's); a multi-module checkpoint saves
+        ``{module_id: state}`` (``connectors.split_module_states``)."""
+        from offlinerl.connectors import ConnectorStateError, split_module_states
 
+        ids = self.module_ids
+        if module_id is None and len(ids) != 1:
+            raise ValueError(f"{self.path} holds the modules {ids}; choose one with module_id")
+        module_id = module_id or ids[0]
+        if module_id not in ids:
+            raise ValueError(f"{self.path} has no module {module_id!r}; it holds {ids}")
         try:
-            return env_to_module_pipeline(self.observation_space, self.config.normalize_observations,
-                                          self.connector_state)
+            return split_module_states(self.connector_state, ids)[module_id]
         except ConnectorStateError as exc:
             raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.{exc}") from None
+
+    def env_to_module(self, module_id: str | None = None) -> Any:
+        """Observation preprocessing as module ``module_id`` (None: the only module) trained with, restored from
+        the saved connector state."""
+        from offlinerl.connectors import ConnectorStateError, env_to_module_pipeline
+
+        state = self.module_connector_state(module_id)
+        try:
+            return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, state)
+        except ConnectorStateError as exc:
+            where = f"{module_id}." if module_id is not None and module_id in self.connector_state else ""
+            raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.{where}{exc}") from None
+
+    def env_to_modules(self) -> dict[str, Any]:
+        """Every module's ``env_to_module`` (each checked: the state a job restores before its data uses it)."""
+        return {mid: self.env_to_module(mid) for mid in self.module_ids}
 
 
 def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
@@ -322,7 +340,7 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
     except (SpaceError, RecursionError) as exc:
         raise CheckpointError(f"{file}: {exc}") from None
     check_model(file, config)
-    check_statistics(file, meta.connector_state, obs_space)
+    check_statistics(file, meta.connector_state, obs_space, meta.module_ids)
     ckpt = Checkpoint(path, meta, config, obs_space, act_space,
                       _resolve_class(meta.module_class, "module", file),
                       _resolve_class(meta.learner_class, "learner", file))

@@ -14,7 +14,7 @@ import math
 import pickle
 import zipfile
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
 import torch
@@ -129,10 +129,26 @@ def check_module_size(file: Path, state: Path, module_spec: Callable[[], Any]) -
                               "config does not belong to these weights")
 
 
-def check_statistics(file: Path, connector_state: Mapping[str, Any], observation_space: gym.Space) -> None:
+def check_statistics(file: Path, connector_state: Mapping[str, Any], observation_space: gym.Space,
+                     module_ids: Sequence[str] = ()) -> None:
     """Refuse observation statistics that would normalise to NaN or belong to another space: ``count`` a
     non-negative integer, ``mean`` and ``var`` one finite number per flattened observation dimension, ``var``
-    >= 0."""
+    >= 0. With several ``module_ids``, each module's (``connectors.split_module_states``)."""
+    from offlinerl.connectors import ConnectorStateError, split_module_states
+
+    if len(module_ids) <= 1:
+        _check_statistics(file, "", connector_state, observation_space)
+        return
+    try:
+        states = split_module_states(connector_state, module_ids)
+    except ConnectorStateError as exc:
+        raise CheckpointError(f"{file}: connector_state.{exc}") from None
+    for mid, state in states.items():
+        _check_statistics(file, f"{mid}." if mid in connector_state else "", state, observation_space)
+
+
+def _check_statistics(file: Path, prefix: str, connector_state: Mapping[str, Any], observation_space: gym.Space) -> None:
+    """``check_statistics`` of one module's state (``connector_state.<prefix>...`` in messages)."""
     from offlinerl.connectors import NormalizeObservations
     from offlinerl.core.flatten import flat_dim
 
@@ -140,7 +156,7 @@ def check_statistics(file: Path, connector_state: Mapping[str, Any], observation
     stats = connector_state.get(name)
     if stats is None:
         return
-    where = f"{file}: connector_state.{name}"
+    where = f"{file}: connector_state.{prefix}{name}"
     if not isinstance(stats, dict):
         raise CheckpointError(f"{where} must be an object with count, mean and var")
     count = stats.get("count", 0)

@@ -51,13 +51,13 @@ def metadata(algo: "Algorithm") -> dict[str, Any]:
 def restore(algo: "Algorithm", ckpt: Checkpoint, *, resume: bool = True) -> None:
     """Load the checked checkpoint ``ckpt`` into ``algo`` (``resume``: see the module docstring)."""
     ckpt.trained_module  # noqa: B018 - shapes and finiteness, with a clear message, before the learners
-    ckpt.env_to_module()  # checks the connector state (e.g. normaliser statistics) before the data uses it
+    ckpt.env_to_modules()  # checks the connector state (e.g. normaliser statistics) before the data uses it
     replay = None
     if resume and algo.experience is not None:
         check_online_resume(ckpt)
         replay = ckpt.replay_episodes()  # every file checked before any state changes
     algo.offline_data.set_connector_state(ckpt.connector_state)
-    algo.env_to_module = algo.offline_data.env_to_module_pipeline()
+    algo.env_to_module = None if algo.offline_data.multi_module else algo.offline_data.env_to_module_pipeline()
     state = ckpt.state if resume else new_job_state(ckpt.state, algo.learner_group.num_shards)
     algo.learner_group.set_state(state)
     deployed = ckpt.deployed_policy()

@@ -18,6 +18,8 @@ class BCConfig(AlgorithmConfig):
     entropy_coeff: float = 0.0
     """Bonus on the policy entropy (Categorical: exact; TanhGaussian: pre-squash Gaussian entropy)."""
 
+    SHARED_ENCODERS = ("pi_encoder",)  # share_encoder: the policy's observation encoder
+
     def learner_connectors(self, observation_space, action_space):
         from offlinerl.connectors import AddTransitions
 

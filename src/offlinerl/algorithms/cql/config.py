@@ -60,6 +60,8 @@ class CQLConfig(AlgorithmConfig):
     row, no bootstrap), so values stay on the scale of real returns when online experience arrives (with
     ``online.critic_warmup_iterations`` it removed pendulum-cql's fine-tuning dip; docs/online.md)."""
 
+    SHARED_ENCODERS = ("pi_encoder",)  # share_encoder: the policy's encoder (continuous actions); Q stays per module
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check(0.0 < self.tau <= 1.0, "tau", f"must lie in (0, 1], got {self.tau!r}")

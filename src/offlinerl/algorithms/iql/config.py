@@ -36,6 +36,8 @@ class IQLConfig(AlgorithmConfig):
     max_weight: float = 100.0
     """Clip of the advantage weights exp(β·A)."""
 
+    SHARED_ENCODERS = ("pi_encoder",)  # share_encoder: the policy's encoder; Q (over s and a together) and V per module
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check(0.0 < self.tau <= 1.0, "tau", f"must lie in (0, 1], got {self.tau!r}")

@@ -27,6 +27,8 @@ class MARWILConfig(AlgorithmConfig):
     max_weight: float = 20.0
     """Upper clip of the advantage weights."""
 
+    SHARED_ENCODERS = ("pi_encoder",)  # share_encoder: the policy's encoder; the value network's stays per module
+
     def __post_init__(self) -> None:
         super().__post_init__()
         check(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
