@@ -153,6 +153,8 @@ def run_team_episodes(env: Any, policy: JointPolicy | Callable, seeds: Sequence[
                 if terminated or truncated or steps >= MAX_EPISODE_STEPS:
                     finished.append(replace(recorders.pop(agent).finish(terminated, truncated or not terminated),
                                             agent_id=str(agent)))
+        for agent, recorder in recorders.items():  # left without an end flag (the env dropped it): cut short
+            finished.append(replace(recorder.finish(False, True), agent_id=str(agent)))
         order = {a: i for i, a in enumerate(env.possible_agents)}
         out.episodes.extend(sorted((e for e in finished if len(e)), key=lambda e: order[e.agent_id]))
         out.returns.append(float(sum(returns.values())))
