@@ -1,4 +1,5 @@
-"""``offlinerl export policy CHECKPOINT --format onnx|torchscript -o FILE``: a deployable policy file."""
+"""``offlinerl export policy CHECKPOINT --format onnx|torchscript -o FILE``: a deployable policy file; for a
+checkpoint of several modules, ``--module-id ID``, ``--all-modules`` (a file per module) or ``--joint`` (one file)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,24 @@ def register_policy(formats: argparse._SubParsersAction) -> None:
         "Inputs: one per leaf of the observation space, 'obs' or 'obs.<key>' in the space's order, batch first, "
         "in the env's dtype; output: 'actions'. The description (spaces, inputs, output, source) is stored in "
         "the file and beside it as FILE.json. Run it with onnxruntime or torch.jit.load, without offlinerl "
-        "(see docs/deploy.md). ONNX needs the optional dependencies: pip install 'offlinerl[export]'.",
+        "(see docs/deploy.md). ONNX needs the optional dependencies: pip install 'offlinerl[export]'. "
+        "A checkpoint of several modules (multi-agent) needs one of --module-id, --all-modules or --joint.",
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory (e.g. runs/<run>/checkpoints/final)")
     p.add_argument("--format", dest="file_format", choices=("onnx", "torchscript"), required=True,
                    help="onnx (for onnxruntime and other ONNX runtimes) or torchscript (for torch.jit.load)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="file to write, e.g. policy.onnx")
-    p.add_argument("--module-id", default=None, help="module to export when the checkpoint holds several")
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="file to write, e.g. policy.onnx (with --all-modules: the directory to write the files into)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--module-id", default=None, metavar="ID",
+                       help="export this module of a checkpoint that holds several")
+    which.add_argument("--all-modules", action="store_true",
+                       help="export every module to its own file in the directory FILE: <module_id>.onnx or "
+                       "<module_id>.pt (and .json beside each), each with its own normalisation")
+    which.add_argument("--joint", action="store_true",
+                       help="export every module into the one file FILE: one input per module named after it "
+                       "(<module_id>, or <module_id>.<key> per leaf), one output per module (actions_<module_id>), "
+                       "each module with its own normalisation and its own batch dimension")
     p.add_argument("--overwrite", action="store_true",
                    help="replace FILE (and FILE.json) if it exists; never the checkpoint or a file inside it (or "
                    "inside any dataset or checkpoint), nor a directory (exit 2, nothing changed)")
@@ -36,17 +48,28 @@ def register_policy(formats: argparse._SubParsersAction) -> None:
 def run_policy(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 bad checkpoint, missing optional dependency, export or write failure; 2 output refused."""
     from offlinerl.training.checkpoint import CheckpointError
-    from offlinerl.export import ExportError, export_policy
+    from offlinerl.export import ExportError, export_joint_policy, export_module_policies, export_policy
     from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError
 
+    fmt = args.file_format
     try:
-        out = export_policy(args.checkpoint, args.output, args.file_format, module_id=args.module_id,
-                            overwrite=args.overwrite)
+        if args.all_modules:
+            files = export_module_policies(args.checkpoint, args.output, fmt, overwrite=args.overwrite)
+        elif args.joint:
+            out = export_joint_policy(args.checkpoint, args.output, fmt, overwrite=args.overwrite)
+        else:
+            out = export_policy(args.checkpoint, args.output, fmt, module_id=args.module_id, overwrite=args.overwrite)
     except OutputExistsError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except (CheckpointError, ExportError, OutputWriteError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {args.file_format} policy to {out} (description: {out}.json)")
+    if args.all_modules:
+        for mid, path in files.items():
+            print(f"wrote {fmt} policy of module {mid} to {path} (description: {path}.json)")
+    elif args.joint:
+        print(f"wrote the joint {fmt} policy to {out} (description: {out}.json)")
+    else:
+        print(f"wrote {fmt} policy to {out} (description: {out}.json)")
     return 0

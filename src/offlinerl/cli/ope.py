@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "without running its env. fqe (fitted Q evaluation) evaluates the deployed policy (forward_inference); "
         "is, wis, pdis and dr evaluate the module's stochastic policy (what forward_exploration samples) and need "
         "the dataset's action_logp (behaviour log-probs); they are skipped, with the reason, otherwise. Each "
-        "estimate comes with a percentile bootstrap interval over episodes (see docs/ope.md).",
+        "estimate comes with a percentile bootstrap interval over episodes (see docs/ope.md). A multi-agent "
+        "dataset or checkpoint is evaluated per module: each module on its own agent's rows (module_id, else "
+        "agent_id) with its own normalisation, the other agents taken as part of the environment.",
     )
     p.add_argument("checkpoints", nargs="+", metavar="CHECKPOINT", help="checkpoint directories")
     p.add_argument("--dataset", required=True, help="episode dataset directory")
@@ -37,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write the report as JSON to FILE.json (missing directories are created; never a "
                    "file inside a dataset or checkpoint)")
     p.add_argument("--overwrite", action="store_true", help="replace the --out file if it exists")
+    p.add_argument("--module-id", default=None, metavar="ID",
+                   help="evaluate only this module of multi-agent checkpoints (default: every module, each on its "
+                   "own rows of the dataset)")
     p.add_argument("--skip-validation", action="store_true", help="do not validate the dataset first")
     add_device_option(p, "the policy's forward passes and the FQE fit run")
     p.set_defaults(func=run)
@@ -46,24 +51,42 @@ def _num(x: Any) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _method_lines(name: str, row: dict[str, Any]) -> list[str]:
+    if row.get("skipped"):
+        return [f"{name} {row['method']:<5} {row['policy']:<10} skipped: {row['skipped']}"]
+    ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+    mark = " !" if row.get("flags") else ""
+    return [f"{name} {row['method']:<5} {row['policy']:<10} {_num(row['estimate']):>10} {ci:>22} "
+            f"{_num(row.get('ess')):>7}{mark}", *(f"  ! {row['method']}: {flag}" for flag in row.get("flags") or ())]
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
 def format_table(report: dict[str, Any]) -> str:
-    """One line per checkpoint × method: estimate, interval, episodes, ESS, or why it was skipped; a flagged
-    estimate (outside the feasible range, low ESS, FQE not converged) ends in ``!``, its reasons on the lines
-    below it."""
-    lines = [f"dataset {report['dataset']} ({report['episodes']} episodes, γ = {report['gamma']}, "
-             f"{report['confidence']:.0%} bootstrap intervals)",
-             f"{'checkpoint':<40} {'method':<5} {'policy':<10} {'estimate':>10} {'interval':>22} {'ESS':>7}"]
+    """One line per checkpoint × method (× module, for multi-agent data): estimate, interval, episodes, ESS, or
+    why it was skipped; a flagged estimate (outside the feasible range, low ESS, FQE not converged) ends in ``!``,
+    its reasons on the lines below it."""
+    intervals = f"γ = {report['gamma']}, {report['confidence']:.0%} bootstrap intervals"
+    if "modules" not in report:
+        lines = [f"dataset {report['dataset']} ({report['episodes']} episodes, {intervals})",
+                 f"{'checkpoint':<40} {'method':<5} {'policy':<10} {'estimate':>10} {'interval':>22} {'ESS':>7}"]
+        for result in report["results"]:
+            name = f"{_short(result['checkpoint'], 40):<40}"
+            for row in result["methods"]:
+                lines += _method_lines(name, row)
+        return "\n".join(lines)
+    per = ", ".join(f"{m['module_id']} {m['episodes']}" for m in report["modules"])
+    lines = [f"dataset {report['dataset']} (episodes per module: {per}; each module on its own agent's rows, the "
+             f"other agents part of the environment; {intervals})",
+             f"{'checkpoint':<32} {'module':<12} {'method':<5} {'policy':<10} {'estimate':>10} {'interval':>22} "
+             f"{'ESS':>7}"]
     for result in report["results"]:
-        name = result["checkpoint"] if len(result["checkpoint"]) <= 40 else "…" + result["checkpoint"][-39:]
-        for row in result["methods"]:
-            if row.get("skipped"):
-                lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} skipped: {row['skipped']}")
-                continue
-            ci = f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
-            mark = " !" if row.get("flags") else ""
-            lines.append(f"{name:<40} {row['method']:<5} {row['policy']:<10} {_num(row['estimate']):>10} {ci:>22} "
-                         f"{_num(row.get('ess')):>7}{mark}")
-            lines += [f"  ! {row['method']}: {flag}" for flag in row.get("flags") or ()]
+        for entry in result["modules"]:
+            name = f"{_short(result['checkpoint'], 32):<32} {_short(entry['module_id'], 12):<12}"
+            for row in entry["methods"]:
+                lines += _method_lines(name, row)
     return "\n".join(lines)
 
 
@@ -98,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         report = ope_checkpoints(args.checkpoints, args.dataset, config, validate=not args.skip_validation,
-                                 holdout=holdout)
+                                 holdout=holdout, module_id=args.module_id)
     except InvalidDatasetError:
         print(f"offlinerl ope: {args.dataset} failed validation; `offlinerl validate {args.dataset}` shows why",
               file=sys.stderr)

@@ -17,6 +17,10 @@ Inputs (``policy_inputs``): a plain space is one input named ``obs``; a Dict or 
 input per leaf named by its dotted path (``obs.pos``, ``obs.cam.img``, ``obs.0``), in the order of
 ``offlinerl.episodes.spaces.leaf_spaces`` (a Dict's own key order, sorted by gymnasium). Each input
 is ``[batch, *leaf.shape]`` in the leaf's dtype (Discrete: ``[batch]`` int64).
+
+``JointDeployedPolicy``: the ``DeployedPolicy`` of every module of a multi-module checkpoint in one
+module; its inputs are named after the module (``agent_0``, ``agent_0.pos``), its outputs
+``actions_<module_id>``, each module with its own batch dimension.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from offlinerl.connectors.common import NormalizeObservations
 from offlinerl.core import columns as C
 from offlinerl.episodes.spaces import leaf_spaces
 
-__all__ = ["DeployedPolicy", "PolicyInput", "policy_inputs", "policy_output", "torch_dtype"]
+__all__ = ["DeployedPolicy", "JointDeployedPolicy", "PolicyInput", "joint_batch_name", "joint_input_name",
+           "joint_output_name", "policy_inputs", "policy_output", "torch_dtype"]
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:
@@ -134,3 +139,52 @@ class DeployedPolicy(nn.Module):
             actions = actions.reshape(-1, *space.shape).to(self.action_dtype)
             return torch.minimum(torch.maximum(actions, self.action_low), self.action_high)
         return actions.to(self.action_dtype)
+
+
+def joint_input_name(module_id: str, spec: PolicyInput) -> str:
+    """A joint policy's name for module ``module_id``'s input ``spec``: the module id, then the leaf's path
+    (``agent_0``, ``agent_0.pos``)."""
+    return f"{module_id}.{spec.path}" if spec.path else module_id
+
+
+def joint_output_name(module_id: str) -> str:
+    """A joint policy's output of module ``module_id``: ``actions_<module_id>``."""
+    return f"{C.ACTIONS}_{module_id}"
+
+
+def joint_batch_name(module_id: str) -> str:
+    """The free batch dimension of module ``module_id``'s inputs and output: each module has its own."""
+    return f"batch_{module_id}"
+
+
+class JointDeployedPolicy(nn.Module):
+    """Every module's ``DeployedPolicy`` in one module: ``forward(*inputs)`` takes each module's inputs in turn
+    (module order, then ``policy_inputs`` order) and returns one actions tensor per module, in the same order.
+    Each module keeps its own normalisation; modules that share an encoder still share it here. The modules'
+    batches are independent (agents that are done can be left out of their module's batch)."""
+
+    def __init__(self, policies: dict[str, DeployedPolicy]) -> None:
+        super().__init__()
+        self.module_ids = list(policies)
+        self.policies = nn.ModuleList(policies.values())  # a ModuleDict's keys may not hold dots
+
+    def input_names(self) -> list[str]:
+        """``forward``'s inputs, named as ``joint_input_name``."""
+        return [joint_input_name(mid, spec) for mid, p in zip(self.module_ids, self.policies) for spec in p.inputs]
+
+    def output_names(self) -> list[str]:
+        """``forward``'s outputs, named as ``joint_output_name``."""
+        return [joint_output_name(mid) for mid in self.module_ids]
+
+    def example_inputs(self, batch: int = 2) -> tuple[Tensor, ...]:
+        """Valid inputs for tracing, a different batch size per module (``batch``, ``batch + 1``, ...) so nothing
+        traced ties one module's batch to another's."""
+        return tuple(x for i, p in enumerate(self.policies) for x in p.example_inputs(batch + i))
+
+    def forward(self, *obs: Tensor) -> tuple[Tensor, ...]:
+        out, start = [], 0
+        for policy in self.policies:
+            n = len(policy.inputs)
+            out.append(policy(*obs[start:start + n]))
+            start += n
+        return tuple(out)

@@ -12,6 +12,12 @@ Which policy each method evaluates:
 Every estimate is of the discounted return from the dataset's initial states; its
 interval is a percentile bootstrap over episodes (for FQE, over the initial states
 with Q̂ held fixed, so it ignores FQE's own fitting error).
+
+Multi-agent data is evaluated per module (``ope_checkpoints``): each module on its own
+rows (each agent's episode one episode) with its own observation statistics; the other
+agents are part of the environment, acting as they did in the data (the independent-
+learner view), so an estimate is of that module's agents' return alongside the data's
+other agents, not of the team under the joint policy.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from offlinerl.env.env_check import space_mismatch
 from offlinerl.env.policies import forward, module_inputs
 from offlinerl.evaluation.ope import estimators as E
 from offlinerl.episodes.info import read_info
-from offlinerl.evaluation.ope.data import OPEEpisodes, load_ope_episodes
+from offlinerl.evaluation.ope.data import OPEEpisodes, is_multi_agent, ope_episodes, read_ope_table, table_module_ids
 from offlinerl.evaluation.ope.fqe import FQEConfig, FQEData, fit_fqe
 from offlinerl.training.checkpoint import load_checkpoint
 
@@ -214,12 +220,54 @@ def flags(row: dict[str, Any], value_range: tuple[float, float], gamma: float) -
     return out
 
 
+def _value_range(data: OPEEpisodes, gamma: float) -> tuple[float, float]:
+    """[min(r, 0), max(r, 0)] / (1 − γ) over the episodes' rewards: the discounted returns any policy can reach."""
+    rewards = np.asarray(data.rewards, dtype=np.float64)
+    if not rewards.size:
+        return 0.0, 0.0
+    return min(float(rewards.min()), 0.0) / (1 - gamma), max(float(rewards.max()), 0.0) / (1 - gamma)
+
+
+def _evaluate(module: Any, env_to_module: Any, data: OPEEpisodes, config: OPEConfig,
+              value_range: tuple[float, float]) -> list[dict[str, Any]]:
+    rows = evaluate_policy_offline(module, env_to_module, data, config)
+    for row in rows:
+        if not row.get("skipped"):
+            row["flags"] = flags(row, value_range, config.gamma)
+    return rows
+
+
+def _modules_to_evaluate(ckpts: Sequence[Any], dataset: str | Path, present: list[str],
+                         module_id: str | None) -> list[list[str]]:
+    """Each checkpoint's modules to evaluate (``module_id``, else all), each checked to have rows in the data."""
+    out = []
+    for ckpt in ckpts:
+        if module_id is not None and module_id not in ckpt.module_ids:
+            raise ValueError(f"{ckpt.path} has no module {module_id!r}; it holds {ckpt.module_ids}")
+        wanted = [module_id] if module_id is not None else ckpt.module_ids
+        missing = [mid for mid in wanted if mid not in present]
+        if missing:
+            some = len(missing) < len(wanted)
+            hint = "; evaluate a module that has rows with module_id (--module-id)" if some else ""
+            raise ValueError(f"{ckpt.path}: module {missing[0]!r} has no rows in {dataset} (its rows belong to the "
+                             f"modules {present}: module_id, else agent_id){hint}")
+        out.append(wanted)
+    return out
+
+
 def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, config: OPEConfig = OPEConfig(),
-                    validate: bool = True, holdout: Any = None) -> dict[str, Any]:
+                    validate: bool = True, holdout: Any = None, module_id: str | None = None) -> dict[str, Any]:
     """Estimate every checkpoint's value on ``dataset`` (only its held-out episodes with ``holdout``, a
     ``HoldoutConfig``); a JSON-ready report.
 
-    Raises ``ValueError`` (``CheckpointError``, ``InvalidDatasetError``, a space mismatch) before any fitting.
+    A multi-agent dataset (rows with ``agent_id``), a checkpoint of several modules or a ``module_id`` make the
+    evaluation per module: each module (only ``module_id`` if given) is evaluated on its own rows (``module_id``,
+    else ``agent_id``; each agent's episode one episode) with its own observation statistics, the other agents
+    being part of the environment as the data recorded them. The report then describes each module's data under
+    ``modules`` and each result lists ``modules: [{module_id, methods}]`` instead of ``methods``.
+
+    Raises ``ValueError`` (``CheckpointError``, ``InvalidDatasetError``, a space mismatch, a module without rows)
+    before any fitting.
     """
     ckpts = [load_checkpoint(p) for p in checkpoints]
     info = read_info(dataset)  # the spaces are checked before the episodes are read (and Ray started)
@@ -228,23 +276,43 @@ def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, conf
                                  ("action", ckpt.action_space, info.action_space)):
             if (problem := space_mismatch(want, have, f"{what} space")) is not None:
                 raise ValueError(f"{ckpt.path} does not fit {dataset}: {problem.replace('the env has', 'the dataset has')}")
-        if len(ckpt.module_ids) > 1:
-            raise ValueError(f"{ckpt.path}: holds {len(ckpt.module_ids)} modules; OPE evaluates single-agent policies")
-    data = load_ope_episodes(dataset, validate=validate, holdout=holdout)
-    rewards = np.asarray(data.rewards, dtype=np.float64)
-    value_range = (min(float(rewards.min()), 0.0) / (1 - config.gamma) if rewards.size else 0.0,
-                   max(float(rewards.max()), 0.0) / (1 - config.gamma) if rewards.size else 0.0)
+        ckpt.env_to_modules()  # every module's saved statistics, checked before any work
+    info, table = read_ope_table(dataset, validate=validate, holdout=holdout)
+    per_module = module_id is not None or is_multi_agent(table) or any(len(c.module_ids) > 1 for c in ckpts)
+    common = {"dataset": str(dataset), "env_id": info.env_id}
+    boot = {"gamma": config.gamma, "confidence": config.confidence, "num_resamples": config.num_resamples}
+    if not per_module:
+        data = ope_episodes(info, table)
+        value_range = _value_range(data, config.gamma)
+        results = []
+        for i, ckpt in enumerate(ckpts, 1):
+            t0 = time.perf_counter()
+            log.info(f"checkpoint {i}/{len(ckpts)} {ckpt.path}: {', '.join(config.methods)} on {data.num_episodes} "
+                     "episodes ...")
+            rows = _evaluate(ckpt.build_module(inference_only=True), ckpt.env_to_module(), data, config, value_range)
+            log.info(f"checkpoint {i}/{len(ckpts)} done in {time.perf_counter() - t0:.1f} s")
+            results.append({"checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm, "methods": rows})
+        return {**common, "episodes": data.num_episodes, "steps": int(data.episode_lengths.sum()),
+                "gamma": config.gamma, "value_range": list(value_range), "confidence": config.confidence,
+                "num_resamples": config.num_resamples, "results": results}
+    evaluated = _modules_to_evaluate(ckpts, dataset, table_module_ids(table), module_id)
+    module_ids = list(dict.fromkeys(m for wanted in evaluated for m in wanted))
+    data = {mid: ope_episodes(info, table, mid) for mid in module_ids}
+    ranges = {mid: _value_range(d, config.gamma) for mid, d in data.items()}
     results = []
-    for i, ckpt in enumerate(ckpts, 1):
+    for i, (ckpt, wanted) in enumerate(zip(ckpts, evaluated), 1):
         t0 = time.perf_counter()
-        log.info(f"checkpoint {i}/{len(ckpts)} {ckpt.path}: {', '.join(config.methods)} on {data.num_episodes} "
-                 "episodes ...")
-        rows = evaluate_policy_offline(ckpt.build_module(inference_only=True), ckpt.env_to_module(), data, config)
-        for row in rows:
-            if not row.get("skipped"):
-                row["flags"] = flags(row, value_range, config.gamma)
+        log.info(f"checkpoint {i}/{len(ckpts)} {ckpt.path}: {', '.join(config.methods)} on modules "
+                 f"{', '.join(wanted)} ...")
+        modules = ckpt.build_module(inference_only=True)
+        entries = []
+        for mid in wanted:
+            log.info(f"  module {mid}: {data[mid].num_episodes} episodes ...")
+            entries.append({"module_id": mid, "methods": _evaluate(modules[mid], ckpt.env_to_module(mid), data[mid],
+                                                                    config, ranges[mid])})
         log.info(f"checkpoint {i}/{len(ckpts)} done in {time.perf_counter() - t0:.1f} s")
-        results.append({"checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm, "methods": rows})
-    return {"dataset": str(dataset), "env_id": data.info.env_id, "episodes": data.num_episodes,
-            "steps": int(data.episode_lengths.sum()), "gamma": config.gamma, "value_range": list(value_range), "confidence": config.confidence,
-            "num_resamples": config.num_resamples, "results": results}
+        results.append({"checkpoint": str(ckpt.path), "algorithm": ckpt.algorithm, "modules": entries})
+    described = [{"module_id": mid, "episodes": d.num_episodes, "steps": int(d.episode_lengths.sum()),
+                  "value_range": list(ranges[mid])} for mid, d in data.items()]
+    return {**common, "episodes": sum(m["episodes"] for m in described), "steps": sum(m["steps"] for m in described),
+            **boot, "modules": described, "results": results}
