@@ -126,5 +126,13 @@ def test_train_evaluates_the_team_and_evaluate_reproduces_it(tmp_path, capsys, m
     assert result["env"] == SPREAD and result["env_kwargs"] == KWARGS
     assert result["eval/return_mean"] == pytest.approx(last["eval/return_mean"], rel=1e-9)
     assert [result[f"eval/{a}/return_mean"] for a in AGENTS] == pytest.approx(agents, rel=1e-9)
+    # the checkpoint's joint policy records a dataset: greedy, on the evaluation's reset seeds, the same returns
+    code, out, err = _run(capsys, "collect", "--env", SPREAD, "--env-kwargs", json.dumps(KWARGS), "--policy", ckpt,
+                          "--greedy", "--episodes", 3, "--seed", 10_000,  # evaluation.seed
+                          "-o", tmp_path / "recorded", "--no-progress")
+    assert code == 0, out + err
+    recorded = read_info(tmp_path / "recorded")
+    assert recorded.num_rows == 9 and recorded.provenance["algorithm"] == "bc"
+    assert recorded.provenance["return_mean"] == pytest.approx(result["eval/return_mean"], rel=1e-5)
     code, out, err = _run(capsys, "evaluate", ckpt, "--env", "CartPole-v1")
     assert code == 1 and "needs a multi-agent env (pettingzoo:MODULE)" in err

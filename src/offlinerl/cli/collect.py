@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from offlinerl.cli.common import add_env_kwargs_option, overwrite_help
+from offlinerl.trusted import is_pettingzoo
 
 __all__ = ["register"]
 
@@ -17,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "EnvRunners and write the episodes as a new episode parquet dataset, atomically; the dataset is "
         "validated once written. action_logp / action_dist_inputs are stored when the policy provides them.",
     )
-    parser.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1")
+    parser.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, or a PettingZoo parallel "
+                        "env pettingzoo:MODULE (every agent's episode is recorded; docs/multi-agent.md)")
     add_env_kwargs_option(parser)
     parser.add_argument("--policy", default="random", help="'random' or the path of a training checkpoint")
     parser.add_argument("--episodes", type=int, required=True, help="number of complete episodes to record")
@@ -57,6 +59,23 @@ def run(args: argparse.Namespace) -> int:
 
         init_ray(args.address)
     factories: dict = {}
+    if config.policy != "random" and is_pettingzoo(config.env):
+        from offlinerl.env.collect import collect_team
+        from offlinerl.evaluation.acting import checkpoint_team_policy
+        from offlinerl.env.env_check import EnvMismatchError
+        from offlinerl.training.checkpoint import CheckpointError
+
+        try:
+            policy, info = checkpoint_team_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs,
+                                                  explore=config.explore)
+            info = collect_team(config, progress=not args.no_progress, policy=policy, policy_info=info)
+        except (CheckpointError, EnvMismatchError) as exc:
+            print(f"offlinerl collect: {exc}")
+            return 1
+        except (OutputExistsError, OutputWriteError, FileNotFoundError, ValueError) as exc:
+            print(f"offlinerl collect: {exc}")
+            return 2
+        return _summary(args, config, info)
     if config.policy != "random":
         from offlinerl.training.checkpoint import CheckpointError
         from offlinerl.evaluation.acting import checkpoint_policy
@@ -76,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
+    return _summary(args, config, info)
+
+
+def _summary(args: argparse.Namespace, config, info) -> int:
     p = info.provenance
     agents = p.get("agents")
     counts = (f"{config.num_episodes} episodes x {len(agents)} agents ({', '.join(agents)}), {info.num_steps} agent "

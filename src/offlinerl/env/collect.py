@@ -187,6 +187,7 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     (``num_env_runners`` must be 0); episode ``k`` resets with ``seed + k``. Every agent must act in the same
     spaces (one observation and one action space per dataset)."""
     import gymnasium as gym
+    import torch
 
     from offlinerl.env.multi_agent import RandomJointPolicy, env_spaces, run_team_episodes
     from offlinerl.trusted import make_parallel_env
@@ -226,6 +227,11 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     per_round = config.episodes_per_round or 16
 
     def episodes() -> Iterator:
+        with torch.random.fork_rng():  # a module's sampled actions: seeded, the caller's stream untouched
+            torch.manual_seed(seed)
+            yield from _rounds()
+
+    def _rounds() -> Iterator:
         for start in range(0, config.num_episodes, per_round):
             k = range(start, min(start + per_round, config.num_episodes))
             played = run_team_episodes(env, policy, [seed + j for j in k], record=True, id_prefix="")
