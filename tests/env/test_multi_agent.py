@@ -136,3 +136,16 @@ def test_train_evaluates_the_team_and_evaluate_reproduces_it(tmp_path, capsys, m
     assert recorded.provenance["return_mean"] == pytest.approx(result["eval/return_mean"], rel=1e-5)
     code, out, err = _run(capsys, "evaluate", ckpt, "--env", "CartPole-v1")
     assert code == 1 and "needs a multi-agent env (pettingzoo:MODULE)" in err
+
+
+def test_checkpoint_selection_by_ope_is_refused_for_several_modules(tmp_path, capsys):
+    data = tmp_path / "spread"
+    _collect(capsys, data, episodes=2)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(data), "stop": {"iterations": 1}, "checkpoint_interval": 1,
+        "config": {"updates_per_iteration": 2, "evaluation": {"interval": 0, "ope": "fqe"},
+                   "data": {"holdout": {"fraction": 0.5}}}}))
+    code, out, err = _run(capsys, "train", job, "--no-progress", "-o", tmp_path / "run")
+    assert code == 2 and "trains 3 modules; selection scores one policy per checkpoint" in out + err
+    assert not (tmp_path / "run").exists()

@@ -31,13 +31,16 @@ def check_selection(config: AlgorithmConfig, checkpoint_interval: int, dataset: 
     if checkpoint_interval < 1:
         raise ConfigError("evaluation.ope: selection scores the periodic checkpoints; set checkpoint_interval "
                           "(e.g. checkpoint_interval: 5) so the job writes some")
-    if method in _IS_FAMILY:
-        from offlinerl.episodes import read_info
+    from offlinerl.episodes import read_info
 
-        try:
-            info = read_info(dataset)
-        except (OSError, ValueError):
-            return  # the missing or broken dataset is reported where it is read
+    try:
+        info = read_info(dataset)
+    except (OSError, ValueError):
+        return  # the missing or broken dataset is reported where it is read
+    if info.module_ids is not None and len(info.module_ids) > 1:
+        raise ConfigError(f"evaluation.ope: {dataset} trains {len(info.module_ids)} modules; selection scores one "
+                          "policy per checkpoint (run offlinerl ope per module instead, docs/ope.md)")
+    if method in _IS_FAMILY:
         if "action_logp" not in info.extra_columns:
             raise ConfigError(f"evaluation.ope: {method} needs the dataset's action_logp (behaviour log-probs), which "
                               f"{dataset} does not record; use fqe")
