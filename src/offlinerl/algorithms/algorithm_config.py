@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError, check, from_dict, to_dict
 from offlinerl.core.devices import DEVICE_PATTERN, is_cuda
+from offlinerl.core.policy_mapping import AgentToModule, policy_mapping_problem
 from offlinerl.trusted import load_config_file
 from offlinerl.data.config import DataConfig
 
@@ -108,6 +109,12 @@ class AlgorithmConfig:
     """Multi-agent datasets: every module uses one policy encoder (the observation trunk before the policy head;
     ``SHARED_ENCODERS``), stepped once per update on the sum of every module's loss; each module keeps its own
     heads, critics and value networks (docs/multi-agent.md). Refused for one module or an algorithm that cannot."""
+    policy_mapping: str | dict[str, str] | None = None
+    """Multi-agent datasets: which module learns from and acts for each agent. None: a row's ``module_id``, else
+    its ``agent_id`` (one module per id; in the env, agent ``a`` -> module ``a``); a module id (``shared``): one
+    module for every agent; ``{glob pattern: module id}`` (``{"adversary_*": adversary, "agent_*": good}``): the
+    first pattern matching the agent id, an agent none matches being an error. Applied to a row's ``agent_id``
+    (else its ``module_id``), overriding its ``module_id`` (``offlinerl.core.policy_mapping``)."""
     num_learners: int = 0
     """0 = learn in this process; m >= 1 = m Ray actors with torch.distributed (DDP semantics)."""
     num_cpus_per_learner: float = 1
@@ -142,6 +149,8 @@ class AlgorithmConfig:
         check(self.lr > 0, "lr", f"must be positive, got {self.lr}")
         check(not self.share_encoder or bool(self.SHARED_ENCODERS), "share_encoder",
               f"{type(self).__name__} declares no encoder its modules can share (SHARED_ENCODERS is empty)")
+        problem = policy_mapping_problem(self.policy_mapping)
+        check(problem is None, "policy_mapping", str(problem))
         check(self.train_batch_size >= 1, "train_batch_size", f"must be >= 1, got {self.train_batch_size}")
         check(self.updates_per_iteration >= 1, "updates_per_iteration", f"must be >= 1, got {self.updates_per_iteration}")
         check(self.grad_clip is None or self.grad_clip > 0, "grad_clip", f"must be positive or null, got {self.grad_clip}")
@@ -170,6 +179,11 @@ class AlgorithmConfig:
         reserved, else ``cpu``."""
         return self.device or ("cuda" if self.num_gpus_per_learner > 0 else "cpu")
 
+    @property
+    def agent_to_module(self) -> AgentToModule | None:
+        """``policy_mapping`` as the ``MultiRLModuleSpec``'s agent -> module callable (None: no mapping)."""
+        return None if self.policy_mapping is None else AgentToModule.of(self.policy_mapping)
+
     # -- what an algorithm customises -------------------------------------------------------------
     def module_config(self) -> dict[str, Any]:
         """``model_config`` passed to the module (algorithms add e.g. ``value_head``)."""
@@ -178,16 +192,17 @@ class AlgorithmConfig:
     def module_spec(self, module_class: type, observation_space: "gym.Space", action_space: "gym.Space",
                     module_ids: Sequence[str]) -> "MultiRLModuleSpec":
         """The job's ``MultiRLModuleSpec``: one module of ``module_class`` per module id, each with
-        ``module_config()``; with ``share_encoder``, all holding one ``SHARED_ENCODERS`` each. ``ConfigError`` for
-        ``share_encoder`` with fewer than two modules."""
+        ``module_config()``, agents mapped to modules by ``policy_mapping``; with ``share_encoder``, all holding one
+        ``SHARED_ENCODERS`` each. ``ConfigError`` for ``share_encoder`` with fewer than two modules."""
         from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 
         check(not self.share_encoder or len(module_ids) >= 2, "share_encoder",
               f"needs a multi-agent dataset (two or more modules, by agent_id or module_id), this one has "
-              f"{list(module_ids)}; set share_encoder: false")
+              f"{list(module_ids)}{' (policy_mapping)' if self.policy_mapping is not None else ''}; "
+              "set share_encoder: false")
         specs = {mid: RLModuleSpec(module_class, observation_space, action_space, self.module_config())
                  for mid in module_ids}
-        return MultiRLModuleSpec(specs, shared=self.SHARED_ENCODERS if self.share_encoder else ())
+        return MultiRLModuleSpec(specs, self.agent_to_module, shared=self.SHARED_ENCODERS if self.share_encoder else ())
 
     def learner_connectors(self, observation_space: "gym.Space", action_space: "gym.Space") -> list["ConnectorV2"]:
         """Episode rows -> train batch, before observation flattening/normalisation (added by

@@ -282,13 +282,16 @@ class RLModuleSpec:
 
 
 class MultiRLModuleSpec:
-    """Specs of every module of a ``MultiRLModule``, the agent -> module mapping and the submodules every module
-    shares (``shared``, as ``MultiRLModule`` takes it)."""
+    """Specs of every module of a ``MultiRLModule``, the agent -> module mapping (a dict, or a picklable callable
+    such as ``policy_mapping.AgentToModule``) and the submodules every module shares (``shared``, as
+    ``MultiRLModule`` takes it)."""
 
-    def __init__(self, specs: Mapping[str, RLModuleSpec], agent_to_module: Mapping[str, str] | None = None,
+    def __init__(self, specs: Mapping[str, RLModuleSpec],
+                 agent_to_module: Mapping[str, str] | Callable[[str | None], str] | None = None,
                  shared: Sequence[str] = ()) -> None:
         self.specs = dict(specs)
-        self.agent_to_module = dict(agent_to_module) if agent_to_module else None
+        self.agent_to_module = (agent_to_module if callable(agent_to_module) else
+                                dict(agent_to_module) if agent_to_module else None)
         self.shared = tuple(shared)
 
     @classmethod

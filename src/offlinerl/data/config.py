@@ -71,3 +71,8 @@ class OfflineDataConfig(LearnerConnectorsConfig, Protocol):
     @property
     def data(self) -> DataConfig:
         """How the dataset is read and fed to the learners."""
+
+    @property
+    def policy_mapping(self) -> str | dict[str, str] | None:
+        """The agent -> module mapping of the rows (``offlinerl.core.policy_mapping``; None: a row's module_id,
+        else its agent_id)."""

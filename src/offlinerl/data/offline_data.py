@@ -14,8 +14,10 @@ connectors, vectorised over whole blocks)`` and then one of two modes:
   learner (``StreamingSpec``).
 
 A multi-agent dataset (rows with ``agent_id`` / ``module_id``: ``module_ids`` lists several) trains one module
-per id, each learner drawing ``train_batch_size`` transitions of every module per update: each module's
-observation statistics are fitted on its own rows (``env_to_module_pipeline(module_id)``; the connector state
+per id (each row's ``module_id``, else its ``agent_id``; with the config's ``policy_mapping``, the module it maps the
+row's agent to, ``offlinerl.core.policy_mapping``: the module ids, the module column, the streams and the statistics
+are all the mapped ones), each learner drawing ``train_batch_size`` transitions of every module per update: each
+module's observation statistics are fitted on its own rows (``env_to_module_pipeline(module_id)``; the connector state
 is ``{module_id: state}``); in memory, each module's transitions are held apart and split over the learners;
 streaming, each module's rows are a stream of their own (the files are read once per module and the other
 modules' rows dropped before they become transitions), split over the learners and pooled as one module's
@@ -45,6 +47,7 @@ from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, Observation
 from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
+from offlinerl.core.policy_mapping import PolicyMapping, mapped_module_id
 from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import parquet_files, read_dataset, read_info
@@ -66,12 +69,13 @@ MODULE_COLUMN = "_module_id"
 STATS_MIN_FILES = 16
 
 
-def row_module_ids(table: pa.Table) -> np.ndarray:
-    """Module of each row (``schema.row_module_id``: ``module_id``, else ``agent_id``, else the default module)."""
+def row_module_ids(table: pa.Table, policy_mapping: PolicyMapping | None = None) -> np.ndarray:
+    """Module of each row (``schema.row_module_id``: ``module_id``, else ``agent_id``, else the default module; with
+    a ``policy_mapping``, the module it maps the row's agent to: ``policy_mapping.mapped_module_id``)."""
     n = table.num_rows
     mids = table.column(S.MODULE_ID).to_pylist() if S.MODULE_ID in table.column_names else [None] * n
     aids = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * n
-    return np.array(list(map(S.row_module_id, mids, aids)), dtype=object)
+    return np.array([mapped_module_id(policy_mapping, m, a) for m, a in zip(mids, aids)], dtype=object)
 
 
 def sample_episodes(table: pa.Table, fraction: float) -> pa.Table:
@@ -86,17 +90,19 @@ def sample_episodes(table: pa.Table, fraction: float) -> pa.Table:
 
 def episodes_to_transitions(table: pa.Table, pipeline: ConnectorPipeline, observation_space, action_space,
                             extra_columns: tuple[str, ...] = (), with_module_ids: bool = False,
-                            drop_episodes: np.ndarray | None = None, module_id: str | None = None) -> dict[str, np.ndarray]:
+                            drop_episodes: np.ndarray | None = None, module_id: str | None = None,
+                            policy_mapping: PolicyMapping | None = None) -> dict[str, np.ndarray]:
     """The ``map_batches`` function: a block of episode rows -> a dict of transition columns (without the rows of
-    ``drop_episodes``, the held-out episode ids; with ``module_id``, of the rows of that module only)."""
+    ``drop_episodes``, the held-out episode ids; with ``module_id``, of the rows of that module only; rows are
+    assigned to modules by ``row_module_ids`` with ``policy_mapping``)."""
     if drop_episodes is not None:
         table = keep_episodes(table, drop_episodes, held_out=False)
     if module_id is not None:
-        table = table.filter(pa.array(row_module_ids(table) == module_id, type=pa.bool_()))
+        table = table.filter(pa.array(row_module_ids(table, policy_mapping) == module_id, type=pa.bool_()))
     episodes = EpisodeColumns.from_arrow(table, observation_space, action_space, extra_columns)
     batch = pipeline({}, episodes)
     if with_module_ids:
-        batch[MODULE_COLUMN] = np.repeat(row_module_ids(table), episodes.lengths).astype(str)
+        batch[MODULE_COLUMN] = np.repeat(row_module_ids(table, policy_mapping), episodes.lengths).astype(str)
     return batch
 
 
@@ -173,19 +179,25 @@ class OfflineData:
         self._arrays: dict[str, np.ndarray] | None = None
 
     def _find_module_ids(self) -> list[str]:
-        """From ``dataset.json`` (written since it records them: the driver reads no data file); a dataset
-        written before has its module columns read here."""
-        if self.info.module_ids:
+        """The modules the rows train, sorted. A ``policy_mapping`` of one module id: that module; else, without a
+        mapping, from ``dataset.json`` (written since it records them: the driver reads no data file). A dataset
+        written before, or a mapping of patterns (applied to agent ids, which ``dataset.json`` does not list), has
+        its id columns (one value per row) read here; an agent no pattern matches is an ``UnmappedAgentError``."""
+        mapping = self.config.policy_mapping
+        if isinstance(mapping, str):
+            return [mapping]
+        if mapping is None and self.info.module_ids:
             return list(self.info.module_ids)
         import pyarrow.parquet as pq
 
         from offlinerl.episodes import parquet_files
 
-        ids: set[str] = set()
+        pairs: set[tuple[str | None, str | None]] = set()  # (module_id, agent_id) of the rows
         with reading(self.path):
             for f in parquet_files(self.path):
-                ids.update(row_module_ids(pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])).tolist())
-        return sorted(ids) or [C.DEFAULT_MODULE_ID]
+                t = pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])
+                pairs.update(zip(t.column(S.MODULE_ID).to_pylist(), t.column(S.AGENT_ID).to_pylist()))
+        return sorted({mapped_module_id(mapping, m, a) for m, a in sorted(pairs, key=str)}) or [C.DEFAULT_MODULE_ID]
 
     @property
     def multi_module(self) -> bool:
@@ -303,6 +315,8 @@ class OfflineData:
                   "observation_space": self.observation_space, "action_space": self.action_space,
                   "extra_columns": self.extra_columns, "with_module_ids": self.multi_module and module_id is None,
                   "drop_episodes": self.holdout_ids}
+        if self.config.policy_mapping is not None:
+            kwargs["policy_mapping"] = self.config.policy_mapping
         if module_id is not None:
             kwargs["module_id"] = module_id
         return kwargs
@@ -408,13 +422,14 @@ class OfflineData:
             if self.multi_module:
                 return self._module_in_memory_specs(arrays, num_shards, batch_size, seed)
             if num_shards == 1:
-                return [InMemorySpec(arrays, batch_size, seed)]
+                return [InMemorySpec(arrays, batch_size, seed, module_id=self.module_ids[0])]
             import ray
 
             perm = np.random.default_rng(seed).permutation(n)
             bounds = np.linspace(0, n, num_shards + 1).astype(int)
             return [
-                InMemorySpec(ray.put({k: v[np.sort(perm[bounds[i]:bounds[i + 1]])] for k, v in arrays.items()}), batch_size, seed + i)
+                InMemorySpec(ray.put({k: v[np.sort(perm[bounds[i]:bounds[i + 1]])] for k, v in arrays.items()}), batch_size,
+                             seed + i, module_id=self.module_ids[0])
                 for i in range(num_shards)
             ]
         self.fit_normalizer_streaming()
@@ -425,7 +440,8 @@ class OfflineData:
         # learner's process, whose Python thread it slowed by a third (BC, 64x64: 360 -> 590 updates/s, in-memory 550).
         iterables = ds.streaming_split(num_shards, equal=True)
         d = self.config.data
-        return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i, dataset=str(self.path))
+        return [StreamingSpec(it, batch_size, d.shuffle_buffer_size, d.prefetch_batches, seed + i, dataset=str(self.path),
+                              module_id=self.module_ids[0])
                 for i, it in enumerate(iterables)]
 
     def _module_in_memory_specs(self, arrays: Mapping[str, np.ndarray], num_shards: int, batch_size: int,

@@ -188,13 +188,15 @@ class InMemorySpec:
     arrays: Any
     batch_size: int
     seed: int
+    module_id: str = C.DEFAULT_MODULE_ID
+    """The module whose batches these are (a job's only module, e.g. ``shared`` under a ``policy_mapping``)."""
 
     def resolve_arrays(self) -> Mapping[str, Any]:
         """The arrays (fetched from the object store if they were put there)."""
         return _resolve(self.arrays)
 
     def build(self, device: torch.device) -> InMemorySource:
-        return InMemorySource(self.resolve_arrays(), self.batch_size, self.seed, device)
+        return InMemorySource(self.resolve_arrays(), self.batch_size, self.seed, device, module_id=self.module_id)
 
 
 def _resolve(value: Any) -> Any:

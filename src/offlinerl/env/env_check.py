@@ -12,9 +12,10 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
+from offlinerl.core.policy_mapping import PolicyMapping, UnmappedAgentError, map_agent
 from offlinerl.trusted import UntrustedNameError, is_pettingzoo, make_env, make_parallel_env
 
-__all__ = ["EnvMismatchError", "check_env", "check_team_env", "space_mismatch"]
+__all__ = ["EnvMismatchError", "check_env", "check_team_env", "space_mismatch", "unmapped_agents"]
 
 
 class EnvMismatchError(ValueError):
@@ -82,12 +83,34 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
         raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")
 
 
+def unmapped_agents(agents: list[str], module_ids: list[str], policy_mapping: PolicyMapping | None = None) -> list[str]:
+    """Why some of ``agents`` have no module of ``module_ids`` to act for them (``[]``: every agent has one), as
+    ``MultiRLModule.module_for_agent`` finds it: without a mapping one module acts for every agent and several
+    each for the agent of its id; with ``policy_mapping``, the module it maps the agent to."""
+    if policy_mapping is None:
+        missing = [a for a in agents if len(module_ids) > 1 and a not in module_ids]
+        return [f"the agents {missing} have no module (the modules are {module_ids})"] if missing else []
+    problems, unmatched = [], []
+    for agent in agents:
+        try:
+            module_id = map_agent(policy_mapping, agent)
+        except UnmappedAgentError:
+            unmatched.append(agent)
+            continue
+        if module_id not in module_ids:
+            problems.append(f"policy_mapping maps the agent {agent} to the module {module_id!r}, which is not trained "
+                            f"(the modules are {module_ids})")
+    if unmatched:
+        problems.insert(0, f"the agents {unmatched} match no pattern of policy_mapping {list(policy_mapping)}")
+    return problems
+
+
 def check_team_env(env_id: str, observation_space: gym.Space, action_space: gym.Space, module_ids: list[str],
-                   env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True,
-                   what: str = "the data") -> None:
+                   env_kwargs: Mapping[str, Any] | None = None, *, policy_mapping: PolicyMapping | None = None,
+                   trusted: bool = True, what: str = "the data") -> None:
     """Make the PettingZoo env ``env_id`` (``pettingzoo:MODULE``) once and check that every agent acts in
-    ``what``'s spaces and has a module: one module acts for every agent, several act each for the agent of
-    its id (``MultiRLModule.module_for_agent``). ``EnvMismatchError`` naming the difference."""
+    ``what``'s spaces and has a module (:func:`unmapped_agents`: through ``policy_mapping``, the config's, when
+    given). ``EnvMismatchError`` naming the difference."""
     if not is_pettingzoo(env_id):
         raise EnvMismatchError(f"{what} holds {len(module_ids)} modules ({', '.join(module_ids)}); evaluating them "
                                f"needs a multi-agent env (pettingzoo:MODULE), not {env_id!r}")
@@ -104,8 +127,6 @@ def check_team_env(env_id: str, observation_space: gym.Space, action_space: gym.
                               space_mismatch(action_space, env.action_space(a), f"agent {a}: action space")) if p]
     finally:
         env.close()
-    missing = [a for a in agents if len(module_ids) > 1 and a not in module_ids]
-    if missing:
-        problems.append(f"the agents {missing} have no module (the modules are {module_ids})")
+    problems += unmapped_agents(agents, list(module_ids), policy_mapping)
     if problems:
         raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")

@@ -99,8 +99,8 @@ def check_eval_env(config: AlgorithmConfig, data: OfflineData, dataset: str) -> 
         return
     if team_evaluation(config, data):
         check_team_env(eval_env_id(config, data), data.observation_space, data.action_space, list(data.module_ids),
-                       eval_env_kwargs(config, data), trusted=config.evaluation.env is not None,
-                       what=f"the dataset {dataset}")
+                       eval_env_kwargs(config, data), policy_mapping=config.policy_mapping,
+                       trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
         return
     check_env(eval_env_id(config, data), data.observation_space, data.action_space, eval_env_kwargs(config, data),
               trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
@@ -111,6 +111,8 @@ def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: Offlin
     if data.multi_module:
         raise ConfigError(f"online: the dataset holds {len(data.module_ids)} modules; online experience comes "
                           "from single-agent gymnasium envs")
+    if config.policy_mapping is not None:
+        raise ConfigError("policy_mapping: online experience comes from single-agent gymnasium envs; drop it")
     evaluable = can_evaluate(config, data)
     if online.env is None and not evaluable:
         raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
