@@ -69,3 +69,10 @@ def test_a_shared_module_trains_on_every_agent_and_acts_for_the_team(tmp_path, c
     result = json.loads(out)
     assert result["eval/return_mean"] == pytest.approx(last["eval/return_mean"], rel=1e-9)
     assert [result[f"eval/{a}/return_mean"] for a in AGENTS] == pytest.approx(agents, rel=1e-9)
+    # OPE of the shared module: every agent's rows are its rows (the checkpoint's mapping), one episode per agent
+    from offlinerl.evaluation.ope.fqe import FQEConfig
+    from offlinerl.evaluation.ope.run import OPEConfig, ope_checkpoints
+
+    report = ope_checkpoints([ckpt], data, OPEConfig(methods=("wis",), fqe=FQEConfig(num_updates=10)))
+    assert report["modules"][0]["module_id"] == "shared" and report["modules"][0]["episodes"] == 12
+    assert [m["module_id"] for m in report["results"][0]["modules"]] == ["shared"]

@@ -72,16 +72,19 @@ def is_multi_agent(table: pa.Table) -> bool:
     return S.AGENT_ID in table.column_names and table.column(S.AGENT_ID).null_count < len(table)
 
 
-def table_module_ids(table: pa.Table) -> list[str]:
-    """The sorted modules of the rows (``module_id``, else ``agent_id``, else ``default_policy``)."""
-    return sorted(set(row_module_ids(table).tolist()))
+def table_module_ids(table: pa.Table, policy_mapping: Any = None) -> list[str]:
+    """The sorted modules of the rows (``module_id``, else ``agent_id``, else ``default_policy``; with a
+    checkpoint's ``policy_mapping``, the modules it maps the rows' agents to)."""
+    return sorted(set(row_module_ids(table, policy_mapping).tolist()))
 
 
-def ope_episodes(info: DatasetInfo, table: pa.Table, module_id: str | None = None) -> OPEEpisodes:
-    """``table``'s episodes; ``module_id``: only the rows of that module (``module_id``, else ``agent_id``), one
-    episode per (``episode_id``, ``agent_id``). Without it a multi-agent table is refused."""
+def ope_episodes(info: DatasetInfo, table: pa.Table, module_id: str | None = None,
+                 policy_mapping: Any = None) -> OPEEpisodes:
+    """``table``'s episodes; ``module_id``: only the rows of that module (``module_id``, else ``agent_id``, or as
+    ``policy_mapping`` maps the rows' agents), one episode per (``episode_id``, ``agent_id``). Without it a
+    multi-agent table is refused."""
     if module_id is not None:
-        table = table.filter(pa.array(row_module_ids(table) == module_id, type=pa.bool_()))
+        table = table.filter(pa.array(row_module_ids(table, policy_mapping) == module_id, type=pa.bool_()))
     elif is_multi_agent(table):
         raise ValueError("a multi-agent dataset: evaluate one module at a time (module_id)")
     agents = is_multi_agent(table)

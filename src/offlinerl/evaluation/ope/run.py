@@ -22,6 +22,7 @@ other agents, not of the team under the joint policy.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -295,9 +296,14 @@ def ope_checkpoints(checkpoints: Sequence[str | Path], dataset: str | Path, conf
         return {**common, "episodes": data.num_episodes, "steps": int(data.episode_lengths.sum()),
                 "gamma": config.gamma, "value_range": list(value_range), "confidence": config.confidence,
                 "num_resamples": config.num_resamples, "results": results}
-    evaluated = _modules_to_evaluate(ckpts, dataset, table_module_ids(table), module_id)
+    mappings = {json.dumps(c.config.policy_mapping) for c in ckpts}
+    if len(mappings) > 1:
+        raise ValueError("the checkpoints map agents to modules differently (policy_mapping); run ope on each "
+                         "mapping's checkpoints separately")
+    mapping = ckpts[0].config.policy_mapping
+    evaluated = _modules_to_evaluate(ckpts, dataset, table_module_ids(table, mapping), module_id)
     module_ids = list(dict.fromkeys(m for wanted in evaluated for m in wanted))
-    data = {mid: ope_episodes(info, table, mid) for mid in module_ids}
+    data = {mid: ope_episodes(info, table, mid, mapping) for mid in module_ids}
     ranges = {mid: _value_range(d, config.gamma) for mid, d in data.items()}
     results = []
     for i, (ckpt, wanted) in enumerate(zip(ckpts, evaluated), 1):
