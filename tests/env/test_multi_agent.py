@@ -149,3 +149,33 @@ def test_checkpoint_selection_by_ope_is_refused_for_several_modules(tmp_path, ca
     code, out, err = _run(capsys, "train", job, "--no-progress", "-o", tmp_path / "run")
     assert code == 2 and "trains 3 modules; selection scores one policy per checkpoint" in out + err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_a_step_table_with_an_agent_column_trains_a_team_evaluated_in_the_env(tmp_path, capsys, monkeypatch):
+    from offlinerl.convert.table.export import write_step_table
+
+    collected = tmp_path / "collected"
+    code, _, err = _run(capsys, "collect", "--env", SPREAD, "--episodes", 3, "--seed", 2, "-o", collected,
+                        "--no-progress")
+    assert code == 0, err
+    spec = write_step_table(collected, tmp_path / "steps.csv")  # a CSV with an agent column, env named in the spec
+    assert "agent: agent" in spec.read_text() and f"env: {SPREAD}" in spec.read_text()
+    monkeypatch.delenv(ENV_PACKAGES_VAR, raising=False)
+    code, out, err = _run(capsys, "convert", "table", tmp_path / "steps.csv", "--spec", spec, "-o", tmp_path / "ds")
+    assert code == 2 and "--env-package mpe2" in out + err  # the spec's env imports nothing by itself
+    monkeypatch.setenv(ENV_PACKAGES_VAR, "mpe2")
+    code, out, err = _run(capsys, "convert", "table", tmp_path / "steps.csv", "--spec", spec, "-o", tmp_path / "ds")
+    assert code == 0, out + err
+    info = read_info(tmp_path / "ds")
+    assert info.fingerprint == read_info(collected).fingerprint and info.module_ids == AGENTS
+    assert info.env_id == SPREAD
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(tmp_path / "ds"), "stop": {"iterations": 1},
+        "config": {"updates_per_iteration": 5, "train_batch_size": 16, "model": {"hidden": [8]},
+                   "evaluation": {"episodes": 2, "interval": 1}}}))
+    code, out, err = _run(capsys, "train", job, "--no-progress", "-o", tmp_path / "run")
+    assert code == 0, out + err
+    last = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["eval/length_mean"] == 25 and all(f"eval/{a}/return_mean" in last for a in AGENTS)
