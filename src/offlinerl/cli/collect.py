@@ -59,20 +59,17 @@ def run(args: argparse.Namespace) -> int:
 
         init_ray(args.address)
     factories: dict = {}
-    if config.policy != "random" and is_pettingzoo(config.env):
+    if is_pettingzoo(config.env):
         from offlinerl.env.collect import collect_team
-        from offlinerl.evaluation.acting import checkpoint_team_policy
         from offlinerl.env.env_check import EnvMismatchError
         from offlinerl.training.checkpoint import CheckpointError
 
-        try:
-            policy, info = checkpoint_team_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs,
-                                                  explore=config.explore)
-            info = collect_team(config, progress=not args.no_progress, policy=policy, policy_info=info)
-        except (CheckpointError, EnvMismatchError) as exc:
+        try:  # the checkpoint is checked against the env first; its modules are rebuilt wherever episodes run
+            info = collect_team(config, progress=not args.no_progress)
+        except (CheckpointError, EnvMismatchError, OutputWriteError, RuntimeError) as exc:  # e.g. a runner died twice
             print(f"offlinerl collect: {exc}")
             return 1
-        except (OutputExistsError, OutputWriteError, FileNotFoundError, ValueError) as exc:
+        except (OutputExistsError, FileNotFoundError, ValueError) as exc:
             print(f"offlinerl collect: {exc}")
             return 2
         return _summary(args, config, info)
@@ -107,6 +104,6 @@ def _summary(args: argparse.Namespace, config, info) -> int:
         f"wrote {args.output}: {counts} in {p['seconds']} s; {'team ' if agents else ''}"
         f"return {p['return_mean']:.2f} ± {p['return_std']:.2f} (min {p['return_min']:.2f}, max {p['return_max']:.2f}); "
         f"extra columns: {', '.join(sorted(info.extra_columns)) or 'none'}"
-        + ("" if agents else f"; env-runner restarts: {p['env_runner_restarts']}")
+        + (f"; env-runner restarts: {p['env_runner_restarts']}" if not agents or config.num_env_runners else "")
     )
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -181,22 +181,27 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     """Record ``config.num_episodes`` episodes of the PettingZoo env ``config.env`` (``pettingzoo:MODULE``) into a
     new dataset, atomically, one row per agent episode (``agent_id``; ``offlinerl.env.multi_agent``), and check it.
 
-    ``policy``: a joint policy (``offlinerl.env.multi_agent.JointPolicy``; default uniformly random, with exact
-    ``action_logp``); ``config.epsilon`` replaces each agent's action by a uniform one with that probability
-    (``action_logp`` is then not recorded: the mixture's is unknown). Episodes run one at a time in this process
-    (``num_env_runners`` must be 0); episode ``k`` resets with ``seed + k``. Every agent must act in the same
-    spaces (one observation and one action space per dataset)."""
+    The joint policy is ``config.policy``: uniformly random (exact ``action_logp``) or a multi-agent checkpoint
+    (checked against the env here, its modules rebuilt wherever episodes run; ``config.explore``: sampled
+    actions). ``policy``: a live joint policy (``offlinerl.env.multi_agent.JointPolicy``) instead, played in
+    this process only. ``config.epsilon`` replaces each agent's action by a uniform one with that probability
+    (``action_logp`` is then not recorded: the mixture's is unknown). Episodes run in this process
+    (``num_env_runners == 0``) or on that many ``MultiAgentEnvRunner`` actors of 1 CPU each; episode ``k`` resets
+    with ``seed + k`` and draws its random numbers from ``(seed, k)``, so the dataset is the same whatever the
+    number of runners (``offlinerl.env.multi_agent_runner``). Every agent must act in the same spaces (one
+    observation and one action space per dataset)."""
     import gymnasium as gym
-    import torch
 
-    from offlinerl.env.multi_agent import RandomJointPolicy, env_spaces, run_team_episodes
+    from offlinerl.env.multi_agent import env_spaces
+    from offlinerl.env.multi_agent_runner import MultiAgentEnvRunner, MultiAgentEnvRunnerGroup, TeamRunnerConfig
     from offlinerl.trusted import make_parallel_env
 
-    if config.num_env_runners:
-        raise ValueError(f"{config.env}: multi-agent episodes are recorded in this process; use num_env_runners=0")
     if config.max_episode_steps is not None:
         raise ValueError(f"{config.env}: a PettingZoo env's time limit is one of its own kwargs (e.g. MPE's "
                          "max_cycles in --env-kwargs), not max_episode_steps")
+    if policy is not None and config.num_env_runners:
+        raise ValueError(f"{config.env}: a live joint policy is played in this process (num_env_runners=0); "
+                         "runners rebuild config.policy (random or a checkpoint path)")
     env = make_parallel_env(config.env, config.env_kwargs, explicit=True)
     obs_spaces, act_spaces = env_spaces(env)
     agents = list(obs_spaces)
@@ -207,13 +212,23 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
                 raise ValueError(f"{config.env}: agents {agents[0]} and {agent} have different {kind} spaces "
                                  f"({spaces[agents[0]]} and {spaces[agent]}); a dataset holds one of each")
     seed = int(np.random.SeedSequence().generate_state(1)[0] % 2**31) if config.seed is None else config.seed
-    if policy is None:
-        if config.policy != "random":
+    if policy is None and config.policy != "random":
+        from offlinerl.evaluation.acting import checkpoint_team_policy
+
+        try:  # the checkpoint and its fit to the env checked once, here, with a clear message
+            _, ckpt_info = checkpoint_team_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs,
+                                                  explore=config.explore)
+        finally:
             env.close()
-            raise ValueError(f"policy {config.policy!r} needs a joint policy (use offlinerl collect, or pass one)")
-        policy = RandomJointPolicy(obs_spaces, act_spaces, seed=seed)
-    if config.epsilon > 0:
-        policy = _EpsilonJoint(policy, act_spaces, config.epsilon, np.random.default_rng([seed, 1]))
+        policy_info = {**ckpt_info, **(policy_info or {})}
+    else:
+        env.close()
+    runner_config = TeamRunnerConfig(env=config.env, env_kwargs=dict(config.env_kwargs), seed=seed,
+                                     policy=config.policy, explore=config.explore, epsilon=config.epsilon)
+    if config.num_env_runners:
+        runners: Any = MultiAgentEnvRunnerGroup(runner_config, config.num_env_runners)
+    else:
+        runners = MultiAgentEnvRunner(runner_config, policy=policy)
     started = time.time()
     bar = progress_bar(total=config.num_episodes, desc="collect", unit="ep", enabled=progress)
     returns: list[float] = []
@@ -221,26 +236,21 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     provenance = {
         "collector": "offlinerl collect", "policy": config.policy, **(policy_info or {}), "explore": config.explore,
         "epsilon": config.epsilon, "seed": seed, "agents": agents, "env_kwargs": config.env_kwargs,
+        "num_env_runners": config.num_env_runners, "env_runner_restarts": 0,
         "return": "team return: every agent's rewards summed", "gymnasium_version": gym.__version__,
         "seconds": None,
     }
-    per_round = config.episodes_per_round or 16
+    per_round = config.episodes_per_round or 16 * max(config.num_env_runners, 1)
 
     def episodes() -> Iterator:
-        with torch.random.fork_rng():  # a module's sampled actions: seeded, the caller's stream untouched
-            torch.manual_seed(seed)
-            yield from _rounds()
-
-    def _rounds() -> Iterator:
         for start in range(0, config.num_episodes, per_round):
-            k = range(start, min(start + per_round, config.num_episodes))
-            played = run_team_episodes(env, policy, [seed + j for j in k], record=True, id_prefix="")
+            played = runners.record(range(start, min(start + per_round, config.num_episodes)))
             returns.extend(played.returns)
             lengths.extend(played.lengths)
-            bar.update(len(k))
-            for e in played.episodes:  # ids "-<j within the round>" -> "<seed + k>": unique over the dataset
-                yield replace(e, id=str(seed + start + int(e.id.rsplit("-", 1)[1])))
+            bar.update(len(played.returns))
+            yield from played.episodes
         provenance["seconds"] = round(time.time() - started, 2)
+        provenance["env_runner_restarts"] = runners.num_restarts
         provenance.update({k.split("/", 1)[1]: v for k, v in episode_metrics(returns, lengths, "episode").items()})
 
     try:
@@ -251,26 +261,9 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
         )
     finally:
         bar.close()
-        env.close()
+        runners.stop()
     check_collected_dataset(config.output, config.num_episodes * len(agents), local=True)
     return info
-
-
-class _EpsilonJoint:
-    """A joint policy whose agents each act uniformly at random with probability ``epsilon`` (no ``action_logp``)."""
-
-    def __init__(self, policy: Any, action_spaces: dict[str, Any], epsilon: float, rng: Any) -> None:
-        self.policy, self.action_spaces, self.epsilon, self.rng = policy, action_spaces, epsilon, rng
-
-    def __call__(self, observations: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        from offlinerl.env.policies import epsilon_mix
-
-        actions, _ = self.policy(observations)
-        out = {}
-        for agent, action in actions.items():
-            mixed, _ = epsilon_mix(np.asarray(action)[None], self.action_spaces[agent], self.epsilon, self.rng, None)
-            out[agent] = mixed[0]
-        return out, {}
 
 
 def check_collected_dataset(path: str | Path, num_episodes: int, *, local: bool = False) -> None:

@@ -58,8 +58,15 @@ class RandomJointPolicy:
 
     def __init__(self, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any],
                  seed: int | None = None) -> None:
+        self.observation_spaces, self.action_spaces = dict(observation_spaces), dict(action_spaces)
         self.policies = {a: RandomPolicy(observation_spaces[a], space, seed=None if seed is None else seed + i)
                          for i, (a, space) in enumerate(sorted(action_spaces.items()))}
+
+    def reseed(self, entropy: Sequence[int]) -> None:
+        """Restart every agent's stream from ``entropy`` (agent ``i`` in sorted order: ``[*entropy, i]``), e.g.
+        ``[seed, k]`` before episode ``k``, so its actions depend on nothing played before."""
+        self.policies = {a: RandomPolicy(self.observation_spaces[a], space, seed=[*map(int, entropy), i])
+                         for i, (a, space) in enumerate(sorted(self.action_spaces.items()))}
 
     def __call__(self, observations: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         actions, extras = {}, {}

@@ -1,0 +1,204 @@
+"""Recording seeded multi-agent episodes in this process or on ``MultiAgentEnvRunner`` Ray actors.
+
+    episodes 0..n-1 -> rounds -> each round split into contiguous runs, one per runner
+                    -> runner w: record_team_episodes(its env, its joint policy, seed, its run)
+                    -> runs merged back in episode order
+
+Episode ``k`` resets its env with ``seed + k`` (its id is ``str(seed + k)``), and every random draw it makes
+comes from streams started from ``(seed, k)`` alone: :class:`RandomJointPolicy`'s agents (``reseed``), the
+torch stream a module samples from (``forward_exploration``), and epsilon mixing. So an episode does not
+depend on which runner plays it, nor on the episodes that runner played before, and a dataset is the same
+whatever the number of runners (0: this process). A runner that dies is replaced once (its episodes played
+again, identically); a second death of the same runner stops the recording with an error naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from offlinerl.env.multi_agent import (JointPolicy, ModuleJointPolicy, RandomJointPolicy, TeamEpisodes, env_spaces,
+                                       run_team_episodes)
+
+__all__ = ["TeamRunnerConfig", "team_policy", "record_team_episodes", "MultiAgentEnvRunner",
+           "MultiAgentEnvRunnerGroup"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamRunnerConfig:
+    """What every runner of a multi-agent recording builds: its env and its joint policy."""
+
+    env: str
+    """A PettingZoo parallel env, ``pettingzoo:MODULE`` (made in each runner, as the user typed it)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``MODULE.parallel_env``."""
+    seed: int
+    """Episode ``k`` resets with ``seed + k``; its random draws start from ``(seed, k)``."""
+    policy: str = "random"
+    """``"random"`` or the path of a multi-agent training checkpoint (its modules rebuilt in each runner)."""
+    explore: bool = True
+    """A checkpoint's modules act with ``forward_exploration`` (sampled) instead of ``forward_inference``."""
+    epsilon: float = 0.0
+    """Probability of each agent's action being replaced by a uniform one (``action_logp`` then not recorded)."""
+    torch_threads: int = 1
+    """``torch.set_num_threads`` inside each runner actor."""
+
+
+def team_policy(policy: str, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any], *,
+                explore: bool = True) -> JointPolicy:
+    """The joint policy ``policy`` names: uniformly random, or a checkpoint's inference-only modules with their
+    observation statistics (what ``offlinerl.evaluation.acting.checkpoint_team_policy`` builds, unchecked)."""
+    if policy == "random":
+        return RandomJointPolicy(observation_spaces, action_spaces)
+    from offlinerl.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(policy)
+    module = ckpt.build_module(inference_only=True).eval()
+    return ModuleJointPolicy(module, ckpt.env_to_modules(), action_spaces, explore=explore)
+
+
+def record_team_episodes(env: Any, policy: JointPolicy, seed: int, indices: Sequence[int], *, epsilon: float = 0.0,
+                         action_spaces: Mapping[str, Any] | None = None) -> TeamEpisodes:
+    """Episodes ``indices`` of a recording (module docstring), each agent's episode with id ``str(seed + k)``.
+
+    The process's torch stream is left as it was. ``action_spaces`` (needed with ``epsilon > 0``): each agent's."""
+    out = TeamEpisodes(agent_returns={a: [] for a in env.possible_agents})
+    with torch.random.fork_rng():
+        for k in indices:
+            entropy = [int(seed), int(k)]
+            torch.manual_seed(int(np.random.SeedSequence(entropy).generate_state(1)[0]))
+            if hasattr(policy, "reseed"):
+                policy.reseed(entropy)
+            acting = policy if epsilon <= 0 else _EpsilonJoint(policy, action_spaces or env_spaces(env)[1], epsilon,
+                                                               np.random.default_rng([*entropy, 2**31]))
+            played = run_team_episodes(env, acting, [seed + k], record=True)
+            out.episodes.extend(replace(e, id=str(seed + k)) for e in played.episodes)
+            out.returns += played.returns
+            out.lengths += played.lengths
+            for agent, returns in played.agent_returns.items():
+                out.agent_returns[agent] += returns
+    return out
+
+
+class _EpsilonJoint:
+    """A joint policy whose agents each act uniformly at random with probability ``epsilon`` (no ``action_logp``)."""
+
+    def __init__(self, policy: Any, action_spaces: Mapping[str, Any], epsilon: float, rng: Any) -> None:
+        self.policy, self.action_spaces, self.epsilon, self.rng = policy, action_spaces, epsilon, rng
+
+    def __call__(self, observations: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        from offlinerl.env.policies import epsilon_mix
+
+        actions, _ = self.policy(observations)
+        out = {}
+        for agent, action in actions.items():
+            mixed, _ = epsilon_mix(np.asarray(action)[None], self.action_spaces[agent], self.epsilon, self.rng, None)
+            out[agent] = mixed[0]
+        return out, {}
+
+
+class MultiAgentEnvRunner:
+    """One PettingZoo parallel env and one joint policy, both built from a :class:`TeamRunnerConfig` (in a Ray
+    actor: nothing live is shipped to it). In this process (``worker_index`` 0) a live joint ``policy`` may
+    replace ``config.policy``."""
+
+    num_restarts = 0
+    """Never restarted (the attribute :class:`MultiAgentEnvRunnerGroup` counts its restarts in)."""
+
+    def __init__(self, config: TeamRunnerConfig, worker_index: int = 0, policy: JointPolicy | None = None) -> None:
+        from offlinerl.trusted import make_parallel_env
+
+        if worker_index > 0:  # a Ray actor: stay within its CPU share
+            torch.set_num_threads(config.torch_threads)
+        self.config, self.worker_index = config, worker_index
+        self.env = make_parallel_env(config.env, config.env_kwargs, explicit=True)
+        observation_spaces, self.action_spaces = env_spaces(self.env)
+        self.policy = policy if policy is not None else team_policy(config.policy, observation_spaces,
+                                                                    self.action_spaces, explore=config.explore)
+
+    def record(self, indices: Sequence[int]) -> TeamEpisodes:
+        """Episodes ``indices`` of the recording (:func:`record_team_episodes`)."""
+        return record_team_episodes(self.env, self.policy, self.config.seed, indices, epsilon=self.config.epsilon,
+                                    action_spaces=self.action_spaces)
+
+    def stop(self) -> None:
+        self.env.close()
+
+
+class MultiAgentEnvRunnerGroup:
+    """``num_env_runners`` :class:`MultiAgentEnvRunner` actors, each reserving ``num_cpus_per_env_runner`` CPUs
+    (shared out when the cluster has fewer); a checkpoint ``policy`` is passed to them as an absolute path."""
+
+    def __init__(self, config: TeamRunnerConfig, num_env_runners: int, *,
+                 num_cpus_per_env_runner: float = 1.0) -> None:
+        import ray
+
+        from offlinerl.ray_utils import init_ray
+
+        if num_env_runners < 1:
+            raise ValueError(f"num_env_runners must be >= 1, got {num_env_runners}")
+        if config.policy != "random":
+            config = replace(config, policy=str(Path(config.policy).resolve()))
+        init_ray()
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))
+        self.num_cpus_per_env_runner = min(num_cpus_per_env_runner, cpus / num_env_runners)
+        self.config = config
+        self.num_restarts = 0
+        self._restarted = [False] * num_env_runners
+        self._remote_cls = ray.remote(num_cpus=self.num_cpus_per_env_runner, max_restarts=0)(MultiAgentEnvRunner)
+        self._actors = [self._remote_cls.remote(config, worker_index=i + 1) for i in range(num_env_runners)]
+
+    def record(self, indices: Sequence[int]) -> TeamEpisodes:
+        """Episodes ``indices``, split into contiguous runs over the runners and merged back in their order."""
+        import ray
+
+        indices = list(indices)
+        bounds = np.linspace(0, len(indices), len(self._actors) + 1).astype(int)
+        runs = [indices[bounds[i]:bounds[i + 1]] for i in range(len(self._actors))]
+        results: list[TeamEpisodes | None] = [None] * len(runs)
+        pending = {self._actors[i].record.remote(run): i for i, run in enumerate(runs) if run}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ready[0])
+            try:
+                results[i] = ray.get(ready[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                self._restart(i, exc)
+                pending[self._actors[i].record.remote(runs[i])] = i
+        out = TeamEpisodes()
+        for played in (r for r in results if r is not None):
+            out.episodes += played.episodes
+            out.returns += played.returns
+            out.lengths += played.lengths
+            for agent, returns in played.agent_returns.items():
+                out.agent_returns.setdefault(agent, []).extend(returns)
+        return out
+
+    def _restart(self, index: int, error: BaseException) -> None:
+        import ray
+
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if self._restarted[index]:
+            raise RuntimeError(f"multi-agent env runner {index + 1} died again after a restart: {first_line}") \
+                from error
+        try:
+            ray.kill(self._actors[index], no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self._restarted[index] = True
+        self.num_restarts += 1
+        self._actors[index] = self._remote_cls.remote(self.config, worker_index=index + 1)
+
+    def stop(self) -> None:
+        import ray
+
+        for actor in self._actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._actors = []
