@@ -65,7 +65,14 @@ def run(args: argparse.Namespace) -> int:
         from offlinerl.training.checkpoint import CheckpointError
 
         try:  # the checkpoint is checked against the env first; its modules are rebuilt wherever episodes run
-            info = collect_team(config, progress=not args.no_progress)
+            team: dict = {}
+            if config.policy != "random":
+                from offlinerl.evaluation.acting import checkpoint_team_policy
+
+                factory, provenance = checkpoint_team_policy(config.policy, env=config.env,
+                                                             env_kwargs=config.env_kwargs, explore=config.explore)
+                team = {"policy_factory": factory, "policy_info": provenance}
+            info = collect_team(config, progress=not args.no_progress, **team)
         except (CheckpointError, EnvMismatchError, OutputWriteError, RuntimeError) as exc:  # e.g. a runner died twice
             print(f"offlinerl collect: {exc}")
             return 1

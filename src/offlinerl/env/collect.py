@@ -176,14 +176,14 @@ def collect(
     return info
 
 
-def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = None,
+def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = None, policy_factory: Any = None,
                  policy_info: dict[str, Any] | None = None) -> DatasetInfo:
     """Record ``config.num_episodes`` episodes of the PettingZoo env ``config.env`` (``pettingzoo:MODULE``) into a
     new dataset, atomically, one row per agent episode (``agent_id``; ``offlinerl.env.multi_agent``), and check it.
 
-    The joint policy is ``config.policy``: uniformly random (exact ``action_logp``) or a multi-agent checkpoint
-    (checked against the env here, its modules rebuilt wherever episodes run; ``config.explore``: sampled
-    actions). ``policy``: a live joint policy (``offlinerl.env.multi_agent.JointPolicy``) instead, played in
+    The joint policy: uniformly random (exact ``action_logp``), or what ``policy_factory`` builds in each runner
+    (a checkpoint's modules: ``offlinerl.evaluation.acting.checkpoint_team_policy``, which checks the checkpoint
+    against the env and returns the factory and the provenance). ``policy``: a live joint policy (``offlinerl.env.multi_agent.JointPolicy``) instead, played in
     this process only. ``config.epsilon`` replaces each agent's action by a uniform one with that probability
     (``action_logp`` is then not recorded: the mixture's is unknown). Episodes run in this process
     (``num_env_runners == 0``) or on that many ``MultiAgentEnvRunner`` actors of 1 CPU each; episode ``k`` resets
@@ -212,19 +212,12 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
                 raise ValueError(f"{config.env}: agents {agents[0]} and {agent} have different {kind} spaces "
                                  f"({spaces[agents[0]]} and {spaces[agent]}); a dataset holds one of each")
     seed = int(np.random.SeedSequence().generate_state(1)[0] % 2**31) if config.seed is None else config.seed
-    if policy is None and config.policy != "random":
-        from offlinerl.evaluation.acting import checkpoint_team_policy
-
-        try:  # the checkpoint and its fit to the env checked once, here, with a clear message
-            _, ckpt_info = checkpoint_team_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs,
-                                                  explore=config.explore)
-        finally:
-            env.close()
-        policy_info = {**ckpt_info, **(policy_info or {})}
-    else:
-        env.close()
+    env.close()
+    if policy is None and policy_factory is None and config.policy != "random":
+        raise ValueError(f"policy {config.policy!r} needs a policy_factory (use offlinerl collect, or pass one: "
+                         "offlinerl.evaluation.acting.checkpoint_team_policy)")
     runner_config = TeamRunnerConfig(env=config.env, env_kwargs=dict(config.env_kwargs), seed=seed,
-                                     policy=config.policy, explore=config.explore, epsilon=config.epsilon)
+                                     policy_factory=policy_factory, epsilon=config.epsilon)
     if config.num_env_runners:
         runners: Any = MultiAgentEnvRunnerGroup(runner_config, config.num_env_runners)
     else:

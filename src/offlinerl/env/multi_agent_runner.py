@@ -38,27 +38,22 @@ class TeamRunnerConfig:
     """Keyword arguments of ``MODULE.parallel_env``."""
     seed: int
     """Episode ``k`` resets with ``seed + k``; its random draws start from ``(seed, k)``."""
-    policy: str = "random"
-    """``"random"`` or the path of a multi-agent training checkpoint (its modules rebuilt in each runner)."""
-    explore: bool = True
-    """A checkpoint's modules act with ``forward_exploration`` (sampled) instead of ``forward_inference``."""
+    policy_factory: Any = None
+    """A picklable ``(observation_spaces, action_spaces) -> JointPolicy`` called in each runner (e.g. rebuilding a
+    checkpoint's modules there: ``offlinerl.evaluation.acting.TeamPolicyFactory``); None: uniformly random."""
     epsilon: float = 0.0
     """Probability of each agent's action being replaced by a uniform one (``action_logp`` then not recorded)."""
     torch_threads: int = 1
     """``torch.set_num_threads`` inside each runner actor."""
 
 
-def team_policy(policy: str, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any], *,
-                explore: bool = True) -> JointPolicy:
-    """The joint policy ``policy`` names: uniformly random, or a checkpoint's inference-only modules with their
-    observation statistics (what ``offlinerl.evaluation.acting.checkpoint_team_policy`` builds, unchecked)."""
-    if policy == "random":
-        return RandomJointPolicy(observation_spaces, action_spaces)
-    from offlinerl.training.checkpoint import load_checkpoint
-
-    ckpt = load_checkpoint(policy)
-    module = ckpt.build_module(inference_only=True).eval()
-    return ModuleJointPolicy(module, ckpt.env_to_modules(), action_spaces, explore=explore)
+def team_policy(config: TeamRunnerConfig, observation_spaces: Mapping[str, Any],
+                action_spaces: Mapping[str, Any]) -> JointPolicy:
+    """The joint policy of ``config``: ``config.policy_factory(observation_spaces, action_spaces)`` (e.g. a
+    checkpoint's modules, ``offlinerl.evaluation.acting.TeamPolicyFactory``), else uniformly random."""
+    if config.policy_factory is not None:
+        return config.policy_factory(observation_spaces, action_spaces)
+    return RandomJointPolicy(observation_spaces, action_spaces)
 
 
 def record_team_episodes(env: Any, policy: JointPolicy, seed: int, indices: Sequence[int], *, epsilon: float = 0.0,
@@ -104,7 +99,7 @@ class _EpsilonJoint:
 class MultiAgentEnvRunner:
     """One PettingZoo parallel env and one joint policy, both built from a :class:`TeamRunnerConfig` (in a Ray
     actor: nothing live is shipped to it). In this process (``worker_index`` 0) a live joint ``policy`` may
-    replace ``config.policy``."""
+    replace ``config.policy_factory``."""
 
     num_restarts = 0
     """Never restarted (the attribute :class:`MultiAgentEnvRunnerGroup` counts its restarts in)."""
@@ -117,8 +112,7 @@ class MultiAgentEnvRunner:
         self.config, self.worker_index = config, worker_index
         self.env = make_parallel_env(config.env, config.env_kwargs, explicit=True)
         observation_spaces, self.action_spaces = env_spaces(self.env)
-        self.policy = policy if policy is not None else team_policy(config.policy, observation_spaces,
-                                                                    self.action_spaces, explore=config.explore)
+        self.policy = policy if policy is not None else team_policy(config, observation_spaces, self.action_spaces)
 
     def record(self, indices: Sequence[int]) -> TeamEpisodes:
         """Episodes ``indices`` of the recording (:func:`record_team_episodes`)."""
@@ -131,7 +125,7 @@ class MultiAgentEnvRunner:
 
 class MultiAgentEnvRunnerGroup:
     """``num_env_runners`` :class:`MultiAgentEnvRunner` actors, each reserving ``num_cpus_per_env_runner`` CPUs
-    (shared out when the cluster has fewer); a checkpoint ``policy`` is passed to them as an absolute path."""
+    (shared out when the cluster has fewer); each builds its joint policy from ``config.policy_factory``."""
 
     def __init__(self, config: TeamRunnerConfig, num_env_runners: int, *,
                  num_cpus_per_env_runner: float = 1.0) -> None:
@@ -141,8 +135,6 @@ class MultiAgentEnvRunnerGroup:
 
         if num_env_runners < 1:
             raise ValueError(f"num_env_runners must be >= 1, got {num_env_runners}")
-        if config.policy != "random":
-            config = replace(config, policy=str(Path(config.policy).resolve()))
         init_ray()
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         self.num_cpus_per_env_runner = min(num_cpus_per_env_runner, cpus / num_env_runners)

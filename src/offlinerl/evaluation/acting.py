@@ -12,7 +12,7 @@ from offlinerl.env.env_check import check_env
 from offlinerl.env.module_policy import ModulePolicyFactory, PipelineConnectors, module_weights
 from offlinerl.training.checkpoint import load_checkpoint
 
-__all__ = ["checkpoint_policy", "checkpoint_team_policy"]
+__all__ = ["checkpoint_policy", "checkpoint_team_policy", "TeamPolicyFactory"]
 
 
 def checkpoint_policy(path: str | Path, env: str | None = None, env_kwargs: Mapping[str, Any] | None = None,
@@ -39,25 +39,33 @@ def checkpoint_policy(path: str | Path, env: str | None = None, env_kwargs: Mapp
     return ModulePolicyFactory(spec, weights), connectors, info
 
 
+class TeamPolicyFactory:
+    """Picklable: rebuilds a multi-agent checkpoint's joint policy wherever it is called (a
+    ``MultiAgentEnvRunner``, in this process or in a Ray actor): its inference-only modules, each with its own
+    observation statistics; ``explore``: sampled actions (``action_logp`` recorded), else ``forward_inference``."""
+
+    def __init__(self, path: str | Path, explore: bool = True) -> None:
+        self.path, self.explore = str(Path(path).resolve()), explore
+
+    def __call__(self, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any]) -> Any:
+        from offlinerl.env.multi_agent import ModuleJointPolicy
+
+        ckpt = load_checkpoint(self.path)
+        module = ckpt.build_module(inference_only=True).eval()
+        return ModuleJointPolicy(module, ckpt.env_to_modules(), action_spaces, explore=self.explore)
+
+
 def checkpoint_team_policy(path: str | Path, env: str, env_kwargs: Mapping[str, Any] | None = None, *,
-                           explore: bool = True) -> tuple[Any, dict[str, Any]]:
-    """``(joint policy, provenance)`` acting with a checkpoint's modules in the PettingZoo env ``env`` (an id the
-    user gave): every module for its agents, each with its own observation statistics; ``explore``: sampled
-    actions (``action_logp`` recorded), else ``forward_inference``. The env's agents are checked against the
-    checkpoint's spaces and modules first."""
+                           explore: bool = True) -> tuple[TeamPolicyFactory, dict[str, Any]]:
+    """``(TeamPolicyFactory, provenance)`` for recording with a checkpoint's modules in the PettingZoo env ``env``
+    (an id the user gave): the env's agents are checked against the checkpoint's spaces and modules, and the
+    modules built once (shapes and finiteness), before any episode."""
     from offlinerl.env.env_check import check_team_env
-    from offlinerl.env.multi_agent import ModuleJointPolicy, env_spaces
-    from offlinerl.trusted import make_parallel_env
 
     ckpt = load_checkpoint(path)
     check_team_env(env, ckpt.observation_space, ckpt.action_space, list(ckpt.module_ids), env_kwargs,
-                   what=f"the checkpoint {path}")
-    module = ckpt.build_module(inference_only=True)
-    probe = make_parallel_env(env, env_kwargs, explicit=True)
-    try:
-        _, action_spaces = env_spaces(probe)
-    finally:
-        probe.close()
+                   policy_mapping=ckpt.config.policy_mapping, what=f"the checkpoint {path}")
+    ckpt.build_module(inference_only=True)
     info = {"policy": str(path), "algorithm": ckpt.algorithm, "checkpoint_iteration": ckpt.meta.iteration,
             "checkpoint_updates": ckpt.meta.num_updates, "checkpoint_dataset": ckpt.meta.dataset}
-    return ModuleJointPolicy(module.eval(), ckpt.env_to_modules(), action_spaces, explore=explore), info
+    return TeamPolicyFactory(path, explore), info
