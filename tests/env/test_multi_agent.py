@@ -11,23 +11,14 @@ import numpy as np
 import pytest
 import yaml
 
-from offlinerl.cli import main
 from offlinerl.env.multi_agent import RandomJointPolicy, env_spaces, run_team_episodes
 from offlinerl.episodes import load_episodes, read_info
 from offlinerl.trusted import ENV_PACKAGES_VAR, UntrustedNameError, env_id_problem, make_env, make_parallel_env
 
 pytest.importorskip("mpe2")
 
-SPREAD = "pettingzoo:mpe2.simple_spread_v3"
-KWARGS = {"N": 3, "max_cycles": 10}
-AGENTS = ["agent_0", "agent_1", "agent_2"]
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err + captured.out
-    return code, captured.out, captured.err
+from tests.env.spread import AGENTS, KWARGS, SPREAD
+from tests.env.spread import run_cli as _run
 
 
 def test_pettingzoo_ids_follow_the_trust_rule(monkeypatch):

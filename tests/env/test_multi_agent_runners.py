@@ -20,8 +20,7 @@ from offlinerl.trusted import ENV_PACKAGES_VAR, make_parallel_env
 
 pytest.importorskip("mpe2")
 
-SPREAD = "pettingzoo:mpe2.simple_spread_v3"
-KWARGS = {"N": 3, "max_cycles": 10}
+from tests.env.spread import KWARGS, SPREAD
 
 
 def _collect(capsys, out: Path, runners: int, *extra) -> None:

@@ -10,22 +10,13 @@ import numpy as np
 import pytest
 import yaml
 
-from offlinerl.cli import main
 from offlinerl.env.env_check import EnvMismatchError, check_team_env
 from offlinerl.trusted import ENV_PACKAGES_VAR
 
 pytest.importorskip("mpe2")
 
-SPREAD = "pettingzoo:mpe2.simple_spread_v3"
-KWARGS = {"N": 3, "max_cycles": 10}
-AGENTS = ["agent_0", "agent_1", "agent_2"]
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err + captured.out
-    return code, captured.out, captured.err
+from tests.env.spread import AGENTS, KWARGS, SPREAD
+from tests.env.spread import run_cli as _run
 
 
 def test_the_env_check_maps_every_env_agent():

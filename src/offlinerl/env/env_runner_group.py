@@ -20,7 +20,7 @@ from offlinerl.env.config import EnvRunnerConfig
 from offlinerl.env.env_runner import ConnectorsFactory, EnvRunner, PolicyFactory
 from offlinerl.episodes.episode import SingleAgentEpisode
 
-__all__ = ["EnvRunnerGroup"]
+__all__ = ["EnvRunnerGroup", "gather_restarting"]
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -113,21 +113,12 @@ class EnvRunnerGroup:
 
         n = len(self._actors)
         args = per_runner_args or [((), {})] * n
-        results: list[Any] = [None] * n
-        pending = {}
-        for i in range(n):
+
+        def submit(i: int) -> Any:
             a, kw = args[i]
-            pending[getattr(self._actors[i], method).remote(*a, **kw)] = i
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ready[0])
-            try:
-                results[i] = ray.get(ready[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                self._restart(i, exc)
-                a, kw = args[i]
-                pending[getattr(self._actors[i], method).remote(*a, **kw)] = i
-        return results
+            return getattr(self._actors[i], method).remote(*a, **kw)
+
+        return gather_restarting(submit, range(n), self._restart, n)
 
     # --- public API --------------------------------------------------------------------------------
     def sample(
@@ -230,3 +221,22 @@ class EnvRunnerGroup:
             except Exception:
                 pass
         self._actors = []
+
+
+def gather_restarting(submit: Any, indices: Any, restart: Any, n: int) -> list[Any]:
+    """``ray.get`` of ``submit(i)`` (a call on actor ``i``) for each of ``indices``, as they finish: a call whose
+    actor died runs ``restart(i, error)`` (which replaces the actor, or raises) and is submitted again. Returns the
+    results by actor index (None for indices not called), ``n`` long."""
+    import ray
+
+    results: list[Any] = [None] * n
+    pending = {submit(i): i for i in indices}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        i = pending.pop(ready[0])
+        try:
+            results[i] = ray.get(ready[0])
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            restart(i, exc)
+            pending[submit(i)] = i
+    return results

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from offlinerl.env.env_runner_group import gather_restarting
 from offlinerl.env.multi_agent import (JointPolicy, ModuleJointPolicy, RandomJointPolicy, TeamEpisodes, env_spaces,
                                        run_team_episodes)
 
@@ -146,21 +147,11 @@ class MultiAgentEnvRunnerGroup:
 
     def record(self, indices: Sequence[int]) -> TeamEpisodes:
         """Episodes ``indices``, split into contiguous runs over the runners and merged back in their order."""
-        import ray
-
         indices = list(indices)
         bounds = np.linspace(0, len(indices), len(self._actors) + 1).astype(int)
         runs = [indices[bounds[i]:bounds[i + 1]] for i in range(len(self._actors))]
-        results: list[TeamEpisodes | None] = [None] * len(runs)
-        pending = {self._actors[i].record.remote(run): i for i, run in enumerate(runs) if run}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ready[0])
-            try:
-                results[i] = ray.get(ready[0])
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                self._restart(i, exc)
-                pending[self._actors[i].record.remote(runs[i])] = i
+        results = gather_restarting(lambda i: self._actors[i].record.remote(runs[i]),
+                                    [i for i, run in enumerate(runs) if run], self._restart, len(runs))
         out = TeamEpisodes()
         for played in (r for r in results if r is not None):
             out.episodes += played.episodes
