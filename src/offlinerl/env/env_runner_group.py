@@ -109,8 +109,6 @@ class EnvRunnerGroup:
 
     def _call_all(self, method: str, per_runner_args: list[tuple[tuple, dict]] | None = None) -> list[Any]:
         """Call ``method`` on every actor; an actor that dies is restarted and the call re-run."""
-        import ray
-
         n = len(self._actors)
         args = per_runner_args or [((), {})] * n
 
