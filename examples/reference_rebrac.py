@@ -31,9 +31,10 @@ def load_transitions(path: str | Path, normalize: bool) -> tuple[dict[str, np.nd
 
 
 def update(module: ReBRACRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
-           cfg: ReBRACConfig, update_index: int) -> dict[str, torch.Tensor]:
+           cfg: ReBRACConfig, update_index: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
     """TD3+BC's update (critics every step, the actor and targets every ``policy_freq``-th) with ReBRAC's losses."""
-    return reference_td3bc.update(module, optimizers, batch, cfg, update_index, losses=(critic_loss, actor_loss))
+    return reference_td3bc.update(module, optimizers, batch, cfg, update_index, losses=(critic_loss, actor_loss),
+                                  generator=generator)
 
 
 def main() -> None:

@@ -35,10 +35,12 @@ def _step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, retain: bool) ->
 
 
 def update(module: TD3BCRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],
-           cfg: TD3BCConfig, update_index: int, *, losses: tuple = (critic_loss, actor_loss)) -> dict[str, torch.Tensor]:
-    """One update; ``losses`` = (critic loss, actor loss) of the TD3 family (ReBRAC passes its own)."""
+           cfg: TD3BCConfig, update_index: int, *, losses: tuple = (critic_loss, actor_loss),
+           generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+    """One update; ``losses`` = (critic loss, actor loss) of the TD3 family (ReBRAC passes its own). The target
+    policy smoothing noise comes from ``generator`` (the learner's: ``torch.Generator().manual_seed(seed)``)."""
     critic_fn, actor_fn = losses
-    noise = torch.randn_like(batch[C.ACTIONS])  # target policy smoothing
+    noise = torch.randn(batch[C.ACTIONS].shape, generator=generator)  # target policy smoothing
     critic = critic_fn(batch, module, cfg, noise)
     if (update_index + 1) % cfg.policy_freq:  # critic-only update: the actor's optimizer does not step
         _step(optimizers["critic"], critic.losses["critic"], retain=False)
@@ -71,9 +73,11 @@ def main(config_cls: type = TD3BCConfig, module_cls: type = TD3BCRLModule, losse
     module = module_cls(info.observation_space, info.action_space, cfg.module_config())
     optimizers = make_optimizers(module, cfg)
     n = len(data[C.OBS])
+    generator = torch.Generator().manual_seed(cfg.seed)
     for i in range(args.updates):
         idx = torch.randint(n, (cfg.train_batch_size,))
-        metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, i, losses=losses)
+        metrics = update(module, optimizers, {k: v[idx] for k, v in data.items()}, cfg, i, losses=losses,
+                         generator=generator)
         if (i + 1) % 1000 == 0:
             print(i + 1, {k: round(float(v), 3) for k, v in metrics.items()})
     result = evaluate_module(module, info.env_id, env_to_module, episodes=args.eval_episodes, seed=cfg.evaluation.seed)

@@ -159,11 +159,12 @@ def test_an_actor_update_equals_one_adam_step_per_loss_on_its_own_parameters_the
         opts[name] = torch.optim.Adam([by_id[id(p)] for p in learner._params[("default_policy", name)]])
         opts[name].load_state_dict(copy.deepcopy(opt.state_dict()))  # same rates and moments, not shared
     batch = _batch_np(seed=1)
-    rng = torch.get_rng_state()
+    rng = learner.generator.get_state()  # the target smoothing noise: the learner's own generator
     metrics = learner.update(batch)
-    torch.set_rng_state(rng)
+    learner.generator.set_state(rng)
     learner.timestep = 1  # the loss as update 1 saw it
-    out = learner.compute_loss_for_module("default_policy", twin, batch, {})
+    draws = learner.random_draws("default_policy", batch)
+    out = learner.compute_loss_for_module("default_policy", twin, {**batch, **draws}, {})
     learner.timestep = 2
     assert set(out.losses) == {"critic", "actor"} and metrics["losses/actor"] == out.losses["actor"].detach()
     grads = {n: torch.autograd.grad(out.losses[n], opts[n].param_groups[0]["params"], retain_graph=True)

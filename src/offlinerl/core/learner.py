@@ -97,6 +97,8 @@ class Learner:
         """The parameters each loss term is differentiated against (its optimizer's, plus shared ones)."""
         self._moves: dict[OptimizerKey, tuple[OptimizerKey, ...]] = {}
         """The optimizers each loss term moves (its own, then the owners of its shared parameters)."""
+        self.generator: torch.Generator | None = None
+        """This learner's own random stream (``random_draws``), seeded in ``build``; checkpoints save it."""
         self.world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         self.rank = dist.get_rank() if self.world_size > 1 else 0
 
@@ -110,14 +112,23 @@ class Learner:
                 for t in list(self.module.parameters()) + list(self.module.buffers()):
                     dist.broadcast(t.data, src=0)
         torch.manual_seed(seed + 1000 * self.rank)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed + 1000 * self.rank)
+        self.configure_module_optimizers()
+        if getattr(self.config, "compile", False):  # the forwards and the loss maths as one compiled graph
+            self.compute_loss_for_module = torch.compile(self.compute_loss_for_module)  # type: ignore[method-assign]
+        return self
+
+    def configure_module_optimizers(self) -> None:
+        """Build the optimizers over ``self.module`` and assign each parameter to exactly one
+        (``build`` does this; a learner whose module was set otherwise, e.g. ``offlinerl.core.seed_stack``'s
+        stacked one, calls it itself)."""
+        assert self.module is not None
         optimizers = {(mid, name): opt for mid, module in self.module.items()
                       for name, opt in self.configure_optimizers_for_module(mid, module).items()}
         owners = assign_parameters(optimizers, self.module)  # each parameter in exactly one optimizer
         self._optimizers = optimizers
         self._params, self._grad_params, self._moves = owners.params, owners.grad_params, owners.moves
-        if getattr(self.config, "compile", False):  # the forwards and the loss maths as one compiled graph
-            self.compute_loss_for_module = torch.compile(self.compute_loss_for_module)  # type: ignore[method-assign]
-        return self
 
     # -- hooks ----------------------------------------------------------------------------------
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
@@ -126,6 +137,13 @@ class Learner:
 
     def compute_loss_for_module(self, module_id: str, module: RLModule, batch: TensorBatch, fwd_out: dict[str, Any]) -> LossOut:
         raise NotImplementedError
+
+    def random_draws(self, module_id: str, batch: TensorBatch) -> TensorBatch:
+        """Random tensors the loss of ``batch`` uses, drawn from ``self.generator`` and added to the batch before
+        the loss (default: none). A learner whose loss needs noise draws it here rather than in
+        ``compute_loss_for_module``, so that vectorised seeds (``offlinerl.core.seed_stack``) draw each replica's
+        from that replica's own generator and every replica equals a single-seed run."""
+        return {}
 
     def before_gradient_based_update(self, timestep: int) -> None:
         """Called before each update (schedules)."""
@@ -164,6 +182,9 @@ class Learner:
         single = len(self.module.keys()) == 1
         for mid, b in batches.items():
             module = self.module[mid]
+            draws = self.random_draws(mid, b)
+            if draws:
+                b = {**b, **draws}
             out = self.compute_loss_for_module(mid, module, b, module.forward_train(b))
             prefix = "" if single else f"{mid}/"
             for name, loss in out.losses.items():
@@ -230,9 +251,13 @@ class Learner:
         for key in stepped:
             mid, name = key
             if clip:
-                norm = torch.nn.utils.clip_grad_norm_(self._params[key], clip)
+                norm = self.clip_gradients(self._params[key], clip)
                 metrics[M.grad_norm(name, None if single else mid)] = norm.detach()
             self._optimizers[key].step()
+
+    def clip_gradients(self, params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
+        """Scale the gradients of ``params`` to a global norm of at most ``max_norm``; return the norm before."""
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
 
     def run_updates(self, source: BatchSource, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
         """``num_updates`` updates on batches from ``source`` (``hold``: as in ``update``); metrics synced once, each
@@ -284,6 +309,8 @@ class Learner:
             "extra": self.get_extra_state(),
             "rng": {"torch": torch.get_rng_state()},
         }
+        if self.generator is not None:
+            state["rng"]["learner"] = self.generator.get_state()
         if self.device.type == "cuda":
             state["rng"]["cuda"] = torch.cuda.get_rng_state(self.device)
         return state
@@ -304,5 +331,7 @@ class Learner:
         rng = state.get("rng", {})
         if "torch" in rng:
             torch.set_rng_state(rng["torch"])
+        if "learner" in rng and self.generator is not None:
+            self.generator.set_state(rng["learner"])
         if "cuda" in rng and self.device.type == "cuda":
             torch.cuda.set_rng_state(rng["cuda"], self.device)

@@ -6,7 +6,8 @@ other updates the actor loss is not computed at all, so the actor's optimizer do
 (an Adam step on a zero gradient would still move the weights through its momentum) and no
 forward pass is spent on it: those updates report the critic's metrics only, and
 ``Learner.run_updates`` averages the actor's over the updates that stepped it.
-The smoothing noise comes from torch's global generator, which checkpoints save.
+The smoothing noise comes from the learner's own generator (``Learner.generator``, saved in checkpoints), drawn
+in ``random_draws`` (so each vectorised seed draws its own: ``offlinerl.core.seed_stack``).
 ``critic_loss_fn`` / ``actor_loss_fn``: the losses (ReBRAC's learner names its own).
 """
 
@@ -20,7 +21,10 @@ from offlinerl.core.learner import Learner
 from offlinerl.core.loss import LossOut
 from offlinerl.core.rl_module import RLModule, TargetNetworkAPI, require_api
 
-__all__ = ["TD3BCLearner"]
+__all__ = ["TD3BCLearner", "TARGET_NOISE"]
+
+#: Batch key of the target policy's smoothing noise (standard normal, ``[B, A]``).
+TARGET_NOISE = "target_noise"
 
 
 class TD3BCLearner(Learner):
@@ -36,8 +40,12 @@ class TD3BCLearner(Learner):
         """Whether update ``index`` (0-based) steps the actor and the targets."""
         return (index + 1) % self.config.policy_freq == 0
 
+    def random_draws(self, module_id: str, batch) -> dict[str, torch.Tensor]:
+        actions = batch[C.ACTIONS]  # [B,A] standard normal; scaled and clipped in the loss
+        return {TARGET_NOISE: torch.randn(actions.shape, generator=self.generator, dtype=actions.dtype, device=actions.device)}
+
     def compute_loss_for_module(self, module_id: str, module: RLModule, batch, fwd_out) -> LossOut:
-        noise = torch.randn_like(batch[C.ACTIONS])  # [B,A] standard normal; scaled and clipped in the loss
+        noise = batch[TARGET_NOISE] if TARGET_NOISE in batch else torch.randn_like(batch[C.ACTIONS])
         critic = self.critic_loss_fn(batch, module, self.config, noise)
         if not self.updates_actor(self.timestep):
             return critic
