@@ -80,6 +80,8 @@ class _LearnerWorker:
         self.learner_class, self.config, self.module_spec = learner_class, config, module_spec
         self.learner: Learner | None = None
         self.source: Any = None
+        self.lockstep: tuple[Any, int] | None = None
+        """``(Lockstep, replica index)``: updates run with the other replicas' (``offlinerl.core.seed_stack``)."""
 
     def address(self) -> tuple[str, int]:
         import ray
@@ -103,6 +105,9 @@ class _LearnerWorker:
     def run_updates(self, num_updates: int, hold: tuple[str, ...] = ()) -> dict[str, float]:
         if self.source is None:
             raise RuntimeError("the learner has no data source: call LearnerGroup.set_sources first")
+        if self.lockstep is not None:
+            lockstep, index = self.lockstep
+            return lockstep.run_updates(index, self.learner, self.source, num_updates, hold)
         return self.learner.run_updates(self.source, num_updates, hold)
 
     def _online_source(self) -> Any:
@@ -217,6 +222,13 @@ class LearnerGroup:
         if self._local is None:
             raise RuntimeError("the learners are remote (num_learners >= 1)")
         return self._local.learner  # type: ignore[return-value]
+
+    def join_lockstep(self, lockstep: Any, index: int) -> None:
+        """Run this group's updates as replica ``index`` of ``lockstep`` (a ``seed_stack.Lockstep``): vectorised
+        seeds, with the in-process learner only."""
+        if self._local is None:
+            raise ValueError("vectorised seeds train in one process: num_learners must be 0")
+        self._local.lockstep = (lockstep, index)
 
     @property
     def num_shards(self) -> int:
