@@ -93,6 +93,12 @@ class AlgorithmConfig:
 
     seed: int = 0
     """Seeds module initialisation, minibatch sampling and evaluation."""
+    num_seeds: int = 1
+    """Train this many independent replicas, seeds ``seed, seed+1, ..., seed+num_seeds-1``, as one vectorised
+    learner in one process (``offlinerl.core.seed_stack``): parameters stacked on a leading seed dimension, every
+    replica exactly its single-seed run (``offlinerl train`` writes ``seed-<s>/`` run directories inside the run
+    directory, each laid out as a single run; docs/training.md). In-memory data and ``num_learners: 0`` only;
+    MARWIL and ``share_encoder`` cannot."""
     lr: float = 3e-4
     """Learning rate of the default optimizer(s)."""
     train_batch_size: int = 256
@@ -147,6 +153,7 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         check(self.lr > 0, "lr", f"must be positive, got {self.lr}")
+        check(self.num_seeds >= 1, "num_seeds", f"must be >= 1, got {self.num_seeds}")
         check(not self.share_encoder or bool(self.SHARED_ENCODERS), "share_encoder",
               f"{type(self).__name__} declares no encoder its modules can share (SHARED_ENCODERS is empty)")
         problem = policy_mapping_problem(self.policy_mapping)

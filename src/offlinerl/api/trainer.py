@@ -62,6 +62,10 @@ class Trainer:
         from offlinerl.ray_utils import init_ray
         from offlinerl.training.setup import ray_reason
 
+        if config.num_seeds > 1:
+            raise ValueError(f"num_seeds: {config.num_seeds}: a Trainer holds one policy; train seeds as one "
+                             "vectorised job with offlinerl.jobs.train.run_train (offlinerl train --set "
+                             "config.num_seeds=N)")
         dataset = Path(dataset)
         if not (dataset / "dataset.json").is_file():
             raise FileNotFoundError(f"{dataset}: not an episode dataset (no dataset.json)")

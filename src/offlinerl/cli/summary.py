@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["train_summary", "finetune_summary"]
+__all__ = ["train_summary", "vectorized_summary", "finetune_summary"]
 
 
 def train_summary(r: Mapping[str, Any]) -> str:
@@ -26,6 +26,26 @@ def train_summary(r: Mapping[str, Any]) -> str:
                      f"selection by {sel['method']}: no checkpoint could be scored")
     lines += _cluster_lines(r)
     lines.append(f"run directory: {r['run_dir']}  (checkpoint: {r['checkpoint']})")
+    return "\n".join(lines)
+
+
+def vectorized_summary(r: Mapping[str, Any]) -> str:
+    """The lines ``offlinerl train`` ends with for ``num_seeds > 1``, from the vectorised run's ``result.json``."""
+    per = [x for x in r["updates_per_s_per_replica"] if x is not None]
+    lines = [f"{r['algorithm']} on {r['dataset']}, {r['num_seeds']} seeds as one vectorised learner: {r['updates']} "
+             f"updates in {r['wall_time_s']:.1f} s ({r['updates_per_s']:.0f} updates/s in all"
+             + (f", {min(per):.0f}-{max(per):.0f} per seed)" if per else ")")]
+    if r["final_eval_return_mean"] is not None:
+        lines.append(f"evaluation over seeds: final return {r['final_eval_return_mean']:.1f} ± "
+                     f"{r['final_eval_return_std_over_seeds']:.1f}, best {r['best_eval_return_mean']:.1f} ± "
+                     f"{r['best_eval_return_std_over_seeds']:.1f}")
+    if "final_eval_normalized_score_mean" in r:
+        lines.append(f"normalised score over seeds: final {r['final_eval_normalized_score_mean']:.1f} ± "
+                     f"{r['final_eval_normalized_score_std_over_seeds']:.1f}")
+    for rep in r["replicas"]:
+        state = rep.get("error") or f"final return {_num(rep.get('final_eval_return'))}"
+        lines.append(f"  seed {rep['seed']}: {state}  ({rep['run_dir']})")
+    lines.append(f"run directory: {r['run_dir']}")
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ import sys
 
 from offlinerl.cli import STARTED_AT
 from offlinerl.cli.common import add_device_option, add_job_options, device_problem
-from offlinerl.cli.summary import train_summary
+from offlinerl.cli.summary import train_summary, vectorized_summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -94,5 +94,5 @@ def run(args: argparse.Namespace) -> int:
             raise  # offlinerl.cli.main says it in one line: Ray failed, not the job's data or config
         print(f"offlinerl train: the job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(train_summary(result))
+    print(vectorized_summary(result) if result.get("vectorized") else train_summary(result))
     return 0

@@ -138,6 +138,9 @@ def run_finetune(
         check_new_run_dir(Path(run_dir), inputs=_inputs(spec, "" if scratch else dataset))
     resolved = dict(spec.config) if scratch else {**load_checkpoint(resume_from or spec.checkpoint).meta.config,
                                                    **(spec.config if resume_from is None else {})}
+    if int(resolved.get("num_seeds") or 1) > 1:
+        raise ValueError(f"num_seeds: {resolved['num_seeds']}: vectorised seeds train offline (offlinerl train); "
+                         "fine-tune each seed's checkpoint as its own job")
     check_local_gpus(float(resolved.get("num_gpus_per_learner") or 0), int(resolved.get("num_learners") or 0),
                      address, resolved.get("device"))  # GPUs asked for where there are none: refused before Ray, not trained on the CPU
     init_ray(address)

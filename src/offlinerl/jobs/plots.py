@@ -12,6 +12,7 @@ The x axis is gradient updates, or env steps for a finetune run that has them.
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -34,11 +35,23 @@ def reference_lines(dataset: str | Path | None) -> dict[str, float]:
     return {} if card is None else {"random": float(card["random_return"]), "best": float(card["best_return"])}
 
 
+_PYPLOT = threading.Lock()
+"""pyplot is not thread-safe (its figure registry, the mathtext parser): vectorised seeds plot from threads."""
+
+
 def plot_learning_curve(history: Sequence[Mapping[str, float]], path: Path, title: str, *,
                         references: Mapping[str, float] | None = None, x_key: str = M.UPDATES) -> dict[str, list[str]]:
     """Write ``path`` (PNG, replaced atomically: never half-written) from the run's ``metrics.jsonl`` records;
     returns what it drew: ``panels`` (y labels, top to bottom), ``legend`` (the top panel's) and ``log`` (the
     panels with a log scale)."""
+    with _PYPLOT:
+        drawn, image = _draw(history, title, references, x_key)
+    replace_file(path, image)
+    return drawn
+
+
+def _draw(history: Sequence[Mapping[str, float]], title: str, references: Mapping[str, float] | None,
+          x_key: str) -> tuple[dict[str, list[str]], bytes]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,5 +91,4 @@ def plot_learning_curve(history: Sequence[Mapping[str, float]], path: Path, titl
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=90)
     plt.close(fig)
-    replace_file(path, image.getvalue())
-    return drawn
+    return drawn, image.getvalue()

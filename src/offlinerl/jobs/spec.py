@@ -34,7 +34,7 @@ from typing import Any
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.algorithms.registry import algorithm_names, get_algorithm
 from offlinerl.config_io import check, from_dict, to_dict
-from offlinerl.jobs.run_dir import read_run
+from offlinerl.jobs.run_dir import CHECKPOINTS, RunDirError, read_run
 from offlinerl.jobs.selection import check_selection
 from offlinerl.jobs.tracking import LoggingConfig
 from offlinerl.training.online_config import OnlineConfig
@@ -125,7 +125,12 @@ def load_job_spec(path: str | Path, overrides: list[str] = ()) -> tuple[JobSpec,
 
 def load_job_run(run_dir: str | Path, overrides: list[str] = ()) -> tuple[JobSpec, AlgorithmConfig, Path]:
     """``(spec, config, checkpoint)`` to resume the training job in ``run_dir`` from its newest checkpoint
-    (``offlinerl.jobs.run_dir.read_run``: the resume rules shared with ``finetune --resume``)."""
+    (``offlinerl.jobs.run_dir.read_run``: the resume rules shared with ``finetune --resume``). A vectorised run
+    (``config.num_seeds``) is resumed seed by seed: ``RunDirError`` naming its seeds' run directories."""
+    seeds = sorted(p.parent for p in Path(run_dir).glob("seed-*/config.yaml"))
+    if seeds and not (Path(run_dir) / CHECKPOINTS).is_dir():
+        raise RunDirError(f"{run_dir} is a vectorised run of {len(seeds)} seeds (config.num_seeds): resume each "
+                          f"seed's own run directory, e.g. offlinerl train --resume {seeds[0]}")
     data, checkpoint = read_run(run_dir, overrides)
     spec = from_dict(JobSpec, data)
     config = _algorithm_config(spec, Path(run_dir) / "config.yaml")

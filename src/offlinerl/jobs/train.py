@@ -76,11 +76,21 @@ def run_train(
     the rest runs as the uninterrupted job would have. ``started_at`` (``time.time()``, default: now): when
     the job started, e.g. the command (``first_update_s`` counts from it). ``algorithm``: an ``Algorithm``
     already built on ``spec.dataset`` with ``config`` (the Python API's ``fit``): it is trained from where it
-    stands instead of a new one, without validating the data again, and left running afterwards. Raises
+    stands instead of a new one, without validating the data again, and left running afterwards.
+    ``config.num_seeds > 1``: the seeds train as one vectorised learner (``offlinerl.jobs.vectorized``) and the
+    vectorised run's ``result.json`` is returned. Raises
     ``InvalidDatasetError`` (before the run directory exists) and ``NonFiniteLossError``.
     """
     if algorithm is not None and resume_from is not None:
         raise ValueError("run_train: resume_from continues a run directory; it takes no algorithm")
+    if config.num_seeds > 1:  # N seeds as one vectorised learner, a run directory per seed inside this one
+        if algorithm is not None or resume_from is not None:
+            raise ValueError(f"num_seeds: {config.num_seeds} starts a new vectorised run; resume each seed's run "
+                             "directory (RUN/seed-<s>) as a single job")
+        from offlinerl.jobs.vectorized import run_vectorized
+
+        return run_vectorized(spec, config, run_dir=run_dir, address=address, progress=progress, log=log,
+                              skip_validation=skip_validation, started_at=started_at)
     from offlinerl.ray_utils import init_ray, quiet_ray_data
 
     t_start = time.time() if started_at is None else started_at
