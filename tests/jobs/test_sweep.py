@@ -178,3 +178,67 @@ def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_on
 
     assert main(["sweep", "--resume", str(sweep), "--address", ray_session.get_runtime_context().gcs_address]) == 0
     assert "trials to run" not in capsys.readouterr().out  # nothing left: the summary is written again
+
+
+def test_seeds_parse_as_lists_and_ranges():
+    from offlinerl.jobs.sweep import parse_seeds
+
+    assert parse_seeds("0-3,10") == [0, 1, 2, 3, 10] and parse_seeds("5") == [5] and parse_seeds(None) == []
+    for bad, why in [("3-1", "runs backwards"), ("1,1", "given twice"), ("a", "give integers"), ("0-", "give integers")]:
+        with pytest.raises(ConfigError, match=why):
+            parse_seeds(bad)
+
+
+def test_a_vectorised_sweep_plans_one_group_per_grid_point_and_reads_back_safely(tmp_path):
+    trials = plan_trials({"config.beta": [1, 10]}, [3, 4, 5], ["stop.updates=50"], vectorize=True)
+    assert [t.name for t in trials] == ["000_beta-1/seed-3", "000_beta-1/seed-4", "000_beta-1/seed-5",
+                                        "001_beta-10/seed-3", "001_beta-10/seed-4", "001_beta-10/seed-5"]
+    assert {t.group for t in trials} == {"000_beta-1", "001_beta-10"}
+    assert trials[4].overrides == ["stop.updates=50", "config.beta=10", "config.seed=4"]
+    for seeds, overrides in [([0, 2], []), ([1], []), ([], []), ([0, 1], ["config.seed=3"])]:
+        with pytest.raises(ConfigError, match="--vectorize"):
+            plan_trials({}, seeds, overrides, vectorize=True)
+    spec = SweepSpec(job="p.yaml", workdir=str(tmp_path), overrides=[], grid={"config.beta": [1, 10]},
+                     seeds=[3, 4, 5], trials=trials, vectorize=True)
+    (tmp_path / "sweep.json").write_text(spec.to_json())
+    assert SweepSpec.from_file(tmp_path / "sweep.json") == spec
+    # a handed-over sweep.json: a seed name or group leading out of trials/ is refused, as are slashes elsewhere
+    for name, group, vectorize in [("../x/seed-1", "000", True), ("000/seed-1", "..", True),
+                                   ("000/seed-1", "000", False), ("000/../../x", "000", True)]:
+        bad = {**json.loads(spec.to_json()), "vectorize": vectorize,
+               "trials": [{"name": name, "point": {}, "seed": 1, "overrides": [], "group": group}]}
+        (tmp_path / "sweep.json").write_text(json.dumps(bad))
+        with pytest.raises(ConfigError, match="plain file names"):
+            SweepSpec.from_file(tmp_path / "sweep.json")
+
+
+@pytest.mark.slow
+def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session, tmp_path, capsys):
+    data = make_dataset(tmp_path / "cartpole", episodes=6)
+    job = tmp_path / "bc.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(data),
+        "config": {"updates_per_iteration": 20, "train_batch_size": 32, "model": {"hidden": [16]},
+                   "evaluation": {"episodes": 2, "interval": 2}},
+        "stop": {"iterations": 2}}))
+    sweep = tmp_path / "sweep"
+    address = ray_session.get_runtime_context().gcs_address
+    argv = ["sweep", str(job), "--grid", "config.lr=1e-3,3e-3", "--seeds", "0-1", "--vectorize", "-o", str(sweep),
+            "--address", address]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 of 4 trials to run as 2 vectorised job(s)" in out and "| 0.001 | 2/2 |" in out and "| 0.003 | 2/2 |" in out
+    for point in ("000_lr-0.001", "001_lr-0.003"):
+        top = json.loads((sweep / "trials" / point / "result.json").read_text())
+        assert top["num_seeds"] == 2 and top["seeds"] == [0, 1]
+        for seed in (0, 1):
+            run = sweep / "trials" / point / f"seed-{seed}"
+            assert json.loads((run / "result.json").read_text())["updates"] == 40
+            assert yaml.safe_load((run / "config.yaml").read_text())["config"]["seed"] == seed
+    attempts = json.loads((sweep / "trials" / "000_lr-0.001.json").read_text())["attempts"]
+    assert attempts[-1]["exit"] == 0 and "config.num_seeds=2" in attempts[-1]["command"]
+    # a sweep that cannot vectorise is refused before anything is written
+    marwil = tmp_path / "marwil.yaml"
+    marwil.write_text(job.read_text().replace("algorithm: bc", "algorithm: marwil"))
+    assert main(["sweep", str(marwil), "--seeds", "0-1", "--vectorize", "-o", str(tmp_path / "no")]) == 2
+    assert "running statistics" in capsys.readouterr().err and not (tmp_path / "no").exists()

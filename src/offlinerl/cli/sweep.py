@@ -33,7 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a dotted job-file key and the values to try (repeatable: the trials are the product); "
                    "commas inside [...] stay with the value")
     p.add_argument("--seeds", default=None, metavar="S1,S2,...",
-                   help="config.seed of each trial of a grid point (default: one trial with the job file's seed)")
+                   help="config.seed of each trial of a grid point: a list, a range (0-7) or both (default: one "
+                   "trial with the job file's seed)")
+    p.add_argument("--vectorize", action="store_true",
+                   help="train each grid point's seeds (consecutive: e.g. --seeds 0-7) as one job of one vectorised "
+                   "learner (config.num_seeds; docs/training.md): trials/<point>/seed-<s>/ are its trials, and an "
+                   "interrupted point trains all its seeds again on --resume")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a job-file value in every trial, e.g. stop.updates=2000 (repeatable)")
     p.add_argument("--output", "-o", help="sweep directory to create (default: sweeps/<job file name>-<UTC time>)")
@@ -56,13 +61,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.config_io import ConfigError
-    from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, resume_sweep, run_sweep
+    from offlinerl.jobs.sweep import SweepSpec, parse_grid, parse_seeds, plan_trials, resume_sweep, run_sweep
 
     if (args.job_file is None) == (args.resume is None):
         print("offlinerl sweep: give a JOB_FILE, or --resume SWEEP_DIR (not both)", file=sys.stderr)
         return 2
-    if args.resume and (args.grid or args.seeds or args.overrides or args.output):
-        print("offlinerl sweep: a resumed sweep keeps its grid, seeds and settings; drop --grid/--seeds/--set/-o",
+    if args.resume and (args.grid or args.seeds or args.overrides or args.output or args.vectorize):
+        print("offlinerl sweep: a resumed sweep keeps its grid, seeds and settings; drop --grid/--seeds/--set/-o/"
+              "--vectorize",
               file=sys.stderr)
         return 2
     if args.max_concurrent is not None and args.max_concurrent < 1 or args.cpus_per_trial <= 0:
@@ -75,15 +81,13 @@ def run(args: argparse.Namespace) -> int:
             summary = resume_sweep(args.resume, **options)
         else:
             grid = parse_grid(args.grid)
-            try:
-                seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else []
-            except ValueError:
-                raise ConfigError(f"--seeds {args.seeds!r}: give integers, e.g. 0,1,2") from None
-            trials = plan_trials(grid, seeds, args.overrides)
+            seeds = parse_seeds(args.seeds)
+            trials = plan_trials(grid, seeds, args.overrides, vectorize=args.vectorize)
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             out = Path(args.output or Path("sweeps") / f"{Path(args.job_file).stem}-{stamp}")
             spec = SweepSpec(job=str(Path(args.job_file).resolve()), workdir=os.getcwd(),
-                             overrides=list(args.overrides), grid=grid, seeds=seeds, trials=trials)
+                             overrides=list(args.overrides), grid=grid, seeds=seeds, trials=trials,
+                             vectorize=args.vectorize)
             summary = run_sweep(out, spec, **options)
     except ConfigError as exc:
         print(f"offlinerl sweep: {exc}", file=sys.stderr)

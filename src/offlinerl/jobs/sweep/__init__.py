@@ -3,6 +3,7 @@
     SWEEP/
         sweep.json            what was asked (job file, overrides, grid, seeds) and every trial's overrides
         trials/<name>/        one run directory per trial, exactly what ``offlinerl train`` writes
+                              (``--vectorize``: trials/<point>/ is one ``num_seeds`` run, its seed-<s>/ the trials)
         trials/<name>.log     the trial's output
         trials/<name>.json    how and where it ran: one entry per attempt (Ray node, command, exit code)
         trials/<name>.lock    held while the trial's train process runs (a resumed trial waits for it)
@@ -25,8 +26,8 @@ checkpoints), never Tune's pickled experiment state.
 ``summary`` (the tables and the plot).
 """
 
-from offlinerl.jobs.sweep.plan import SWEEP_FILE, SweepSpec, Trial, parse_grid, plan_trials
+from offlinerl.jobs.sweep.plan import SWEEP_FILE, SweepSpec, Trial, parse_grid, parse_seeds, plan_trials
 from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.jobs.sweep.trials import resume_sweep, run_sweep
 
-__all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]
+__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "run_sweep", "resume_sweep", "summarize", "SWEEP_FILE"]

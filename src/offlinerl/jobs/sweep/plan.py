@@ -12,11 +12,12 @@ from typing import Any, Sequence
 from offlinerl.config_io import ConfigError, parse_override
 from offlinerl.config_io import plain_json
 
-__all__ = ["SweepSpec", "Trial", "parse_grid", "plan_trials", "SWEEP_FILE", "TRIALS"]
+__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "SWEEP_FILE", "TRIALS"]
 
 SWEEP_FILE = "sweep.json"
 TRIALS = "trials"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+_SEED_NAME = re.compile(r"([A-Za-z0-9._+-]+)/seed-(-?[0-9]+)")  # a vectorised point's seed: <point>/seed-<s>
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Trial:
     """``config.seed`` of this trial (None: the job file's own)."""
     overrides: list[str]
     """``--set`` overrides of this trial: the sweep's, then the grid point's, then the seed."""
+    group: str | None = None
+    """Vectorised sweeps: the grid point's directory under ``trials/``, one ``num_seeds`` job whose seed runs
+    (``<group>/seed-<s>``, this trial's ``name``) are its trials; None: the trial is a job of its own."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +53,9 @@ class SweepSpec:
     """Seeds per grid point (empty: one trial per point, with the job file's seed)."""
     trials: list[Trial]
     """Every trial, in order."""
+    vectorize: bool = False
+    """Each grid point's seeds train as one ``num_seeds`` job (``offlinerl.jobs.vectorized``): one Tune trial
+    per grid point, its seed runs the sweep's trials."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -64,10 +71,38 @@ class SweepSpec:
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ConfigError(f"{path}: not a sweep description ({exc})") from None
         names = [t.name for t in trials]
-        bad = [n for n in names if not isinstance(n, str) or not _SAFE_NAME.fullmatch(n) or n in (".", "..")]
+        bad = [n for n in names if not _safe_trial_name(n, spec.vectorize)]
+        bad += [t.group for t in trials if t.group is not None and not _safe_trial_name(t.group, False)]
         if bad or len(set(names)) != len(names):  # a trial directory is deleted and rewritten: never outside trials/
             raise ConfigError(f"{path}: trial names must be unique plain file names, got {bad or names}")
         return spec
+
+
+def _safe_trial_name(name: Any, vectorize: bool) -> bool:
+    """A name that stays inside ``trials/``: a plain file name, or (vectorised) ``<plain name>/seed-<int>``."""
+    if not isinstance(name, str):
+        return False
+    match = _SEED_NAME.fullmatch(name) if vectorize and "/" in name else None
+    head = match.group(1) if match else name
+    return bool(_SAFE_NAME.fullmatch(head)) and head not in (".", "..") and ("/" not in name or match is not None)
+
+
+def parse_seeds(text: str | None) -> list[int]:
+    """``--seeds``: ``"0,1,2"``, a range ``"0-7"`` (both ends included), or both (``"0-3,10"``); [] for None."""
+    if not text:
+        return []
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        m = re.fullmatch(r"(-?[0-9]+)(?:-(-?[0-9]+))?", part)
+        if m is None:
+            raise ConfigError(f"--seeds {text!r}: give integers or ranges, e.g. 0,1,2 or 0-7")
+        lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
+        if hi < lo:
+            raise ConfigError(f"--seeds {text!r}: the range {part} runs backwards")
+        seeds += range(lo, hi + 1)
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r}: a seed is given twice")
+    return seeds
 
 
 def _split_values(text: str) -> list[str]:
@@ -111,18 +146,28 @@ def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "", text.replace(",", "-")) or "_"
 
 
-def plan_trials(grid: dict[str, list[Any]], seeds: Sequence[int], overrides: Sequence[str] = ()) -> list[Trial]:
-    """The Cartesian product of the grid's values, each with every seed (grid order, then seed order)."""
+def plan_trials(grid: dict[str, list[Any]], seeds: Sequence[int], overrides: Sequence[str] = (),
+                vectorize: bool = False) -> list[Trial]:
+    """The Cartesian product of the grid's values, each with every seed (grid order, then seed order).
+    ``vectorize``: each point's seeds (consecutive, two or more) are the seed runs ``<point>/seed-<s>`` of one
+    ``num_seeds`` job (``Trial.group``)."""
+    if vectorize and (len(seeds) < 2 or list(seeds) != list(range(seeds[0], seeds[0] + len(seeds)))):
+        raise ConfigError(f"--vectorize trains a grid point's seeds as config.num_seeds consecutive seeds: give two "
+                          f"or more, e.g. --seeds 0-7 (got {list(seeds) or 'none'})")
+    if vectorize and any(o.split("=", 1)[0].strip() in ("config.seed", "config.num_seeds") for o in overrides):
+        raise ConfigError("--vectorize sets config.seed and config.num_seeds from --seeds; drop them from --set")
     points: list[dict[str, Any]] = [{}]
     for key, values in grid.items():
         points = [{**p, key: v} for p in points for v in values]
     trials = []
-    for point in points:
+    for index, point in enumerate(points):
         point_parts = [f"{k.removeprefix('config.')}-{_slug(v)}" for k, v in point.items()]
+        group = (f"{index:03d}_" + "_".join(point_parts) if point_parts else f"{index:03d}") if vectorize else None
         for seed in (list(seeds) or [None]):
             parts = point_parts + ([f"seed-{seed}"] if seed is not None else [])
             name = f"{len(trials):03d}_" + "_".join(parts) if parts else f"{len(trials):03d}"
             sets = [*overrides, *(f"{k}={json.dumps(v)}" for k, v in point.items())]
             sets += [f"config.seed={seed}"] if seed is not None else []
-            trials.append(Trial(name=name, point=point, seed=seed, overrides=sets))
+            trials.append(Trial(name=f"{group}/seed-{seed}" if group else name, point=point, seed=seed,
+                                overrides=sets, group=group))
     return trials

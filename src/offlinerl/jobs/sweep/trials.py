@@ -172,7 +172,7 @@ def _run_trial(spec: dict[str, Any], run: Path, lock: int) -> None:
         try:
             while True:
                 done = proc.poll() is not None
-                records, cursor = _new_records(run / "metrics.jsonl", cursor)
+                records, cursor = _new_records(run / spec.get("metrics", "metrics.jsonl"), cursor)
                 for record in records:
                     tune.report(_tune_metrics(record))
                 if done:
@@ -257,6 +257,8 @@ def run_sweep(
     finally:
         os.chdir(cwd)
     datasets = {name: _absolute(job.dataset, spec.workdir) for name, (job, _) in configs.items()}
+    if spec.vectorize:  # each point's seeds as one num_seeds job: refused before anything is written if it cannot
+        _check_vectorizable(spec, configs, datasets)
     if new:  # never /, home or the current directory, the job file or a dataset, nor inside a dataset or checkpoint
         check_output_place(root, inputs=[spec.job, *datasets.values()])
     try:
@@ -273,22 +275,26 @@ def run_sweep(
     invalid: dict[str, str] = {}
     if pending and not skip_validation:  # each trial's own dataset, before any trial starts (the trials skip it)
         for name, (line, report) in _invalid_datasets({t.name: datasets[t.name] for t in pending}).items():
-            _append_log(root / TRIALS / f"{name}.log", f"offlinerl sweep: trial {name} not run: {report}\n")
+            where = next(t.group or t.name for t in pending if t.name == name)
+            _append_log(root / TRIALS / f"{where}.log", f"offlinerl sweep: trial {name} not run: {report}\n")
             log(f"trial {name}: not run: {line}")
             invalid[name] = line
         pending = [t for t in pending if t.name not in invalid]
     if pending:
         concurrent = max_concurrent or default_max_concurrent(configs[pending[0].name][1], cpus_per_trial)
-        log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run, {concurrent} at a time, "
+        jobs = _vectorized_jobs(spec, pending) if spec.vectorize else [(t.name, t.overrides, None) for t in pending]
+        what = f" as {len(jobs)} vectorised job(s)" if spec.vectorize else ""
+        log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run{what}, {concurrent} at a time, "
             f"{cpus_per_trial:g} CPU each (Ray cluster: {_cluster_cpus():g} CPUs)")
         # The env packages this process trusts (its --env-package, environment and settings file; never sweep.json)
         # go to the trials explicitly: Ray's workers may have started before the allow-list was set.
         packages = sorted(allowed_env_packages())
         # Every trial logs where its job file says (its logging: block), grouped by the sweep: the job file's
         # logging.group, else the sweep directory's name (W&B group, MLflow tag offlinerl.group).
-        params = [{"name": t.name, "overrides": t.overrides, "job": spec.job, "workdir": spec.workdir,
-                   "run_dir": str((root / TRIALS / t.name).resolve()), "env_packages": packages,
-                   "group": configs[t.name][0].logging.group or root.resolve().name} for t in pending]
+        group = configs[pending[0].name][0].logging.group or root.resolve().name
+        params = [{"name": name, "overrides": overrides, "job": spec.job, "workdir": spec.workdir,
+                   "run_dir": str((root / TRIALS / name).resolve()), "env_packages": packages, "group": group,
+                   **({"metrics": metrics} if metrics else {})} for name, overrides, metrics in jobs]
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -310,6 +316,33 @@ def run_sweep(
     summary["failed"] = [t.name for t in spec.trials if not (root / TRIALS / t.name / "result.json").is_file()]
     summary["invalid"] = invalid
     return summary
+
+
+def _vectorized_jobs(spec: SweepSpec, pending: list[Any]) -> list[tuple[str, list[str], str]]:
+    """(group, overrides, the first seed's metrics.jsonl) of each grid point with a pending seed: the point's
+    every seed trains again in one ``num_seeds`` job (a vectorised job resumes no seed from a checkpoint)."""
+    out = []
+    for group in dict.fromkeys(t.group for t in pending):
+        trials = [t for t in spec.trials if t.group == group]
+        first = trials[0]
+        sets = [o for o in first.overrides if o != f"config.seed={first.seed}"]
+        out.append((group, [*sets, f"config.seed={first.seed}", f"config.num_seeds={len(trials)}"],
+                    f"seed-{first.seed}/metrics.jsonl"))
+    return out
+
+
+def _check_vectorizable(spec: SweepSpec, configs: dict[str, Any], datasets: dict[str, Path]) -> None:
+    """``ConfigError`` when a grid point's job cannot train its seeds as one vectorised job (its trial joins no
+    cluster: ``_needs_ray`` is false for it)."""
+    import dataclasses
+
+    from offlinerl.jobs.vectorized import vectorize_problem
+
+    for t in spec.trials:
+        job, config = configs[t.name]
+        problem = vectorize_problem(job.algorithm, dataclasses.replace(config, num_seeds=2), str(datasets[t.name]))
+        if problem is not None:
+            raise ConfigError(f"--vectorize: trial {t.name}: {problem}")
 
 
 def _absolute(dataset: str, workdir: str) -> Path:
@@ -364,7 +397,7 @@ def _announcer(total: int, done: int, log: Callable[[str], None]) -> Any:
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
             r = trial.last_result or {}
-            ret = r.get("final_eval_return")
+            ret = r.get("final_eval_return", r.get("final_eval_return_mean"))
             what = f"final return {ret:.1f}" if isinstance(ret, (int, float)) else "finished"
             self.log(f"[{self.done}/{self.total}] {trial.config['trial']['name']}: {what}")
 
