@@ -49,7 +49,9 @@ def _losses(run: Path) -> list[dict[str, float]]:
 @pytest.mark.parametrize("algorithm", ["td3bc", "iql"])
 def test_each_seed_is_a_single_run_of_its_seed(tmp_path, pendulum, algorithm):
     spec, config = _job(tmp_path, pendulum, algorithm, ["config.num_seeds=3"])
+    threads = torch.get_num_threads()
     result = run_train(spec, config, run_dir=tmp_path / "vec", progress=False, log=lambda _: None)
+    assert torch.get_num_threads() == threads  # the stacked update's threads are the job's, not the process's after
     assert result["num_seeds"] == 3 and result["seeds"] == [4, 5, 6] and result["vectorized"]
     assert len(result["updates_per_s_per_replica"]) == 3 and all(x > 0 for x in result["updates_per_s_per_replica"])
     assert result["updates"] == 36

@@ -97,11 +97,12 @@ def run_vectorized(
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     seeds = [config.seed + i for i in range(n)]
     configs = [dataclasses.replace(config, seed=s, num_seeds=1) for s in seeds]
+    before = torch.get_num_threads()  # building the learners sets num_cpus_per_learner threads
     run, algos = open_run(spec.output, spec.name, run_dir, None, config=run_config(spec, config),
                           start=lambda: _build(spec, configs), resume=lambda: None)
     # N replicas reserve N x num_cpus_per_learner: the stacked update uses that many threads, up to the machine's
-    threads = min(os.cpu_count() or 1, math.ceil(config.num_cpus_per_learner * n))
-    torch.set_num_threads(max(threads, torch.get_num_threads()))
+    # cores (restored when the seeds end)
+    torch.set_num_threads(min(os.cpu_count() or 1, math.ceil(config.num_cpus_per_learner * n)))
     lockstep = Lockstep(n)
     for i, algo in enumerate(algos):
         algo.learner_group.join_lockstep(lockstep, i)
@@ -141,6 +142,7 @@ def run_vectorized(
     finally:
         for algo in algos:
             algo.stop()
+        torch.set_num_threads(before)  # the process's own setting again (a caller's, a test session's)
     wall_s = time.perf_counter() - t0
     result = summarize(spec, run, seeds, results, errors, wall_s)
     write_result(run, result)
