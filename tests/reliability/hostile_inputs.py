@@ -112,10 +112,13 @@ def tree_pss() -> int:
 
 
 class TreePeak:
-    """Samples the process tree's PSS every 0.2 s while the ``with`` block runs; ``peak`` in bytes."""
+    """Samples the process tree's PSS every 0.2 s while the ``with`` block runs; ``peak`` in bytes, and ``rise``:
+    the peak over the PSS the block started from (what the block itself made the tree allocate, whatever the test
+    session held before it)."""
 
     def __enter__(self) -> TreePeak:
-        self.peak, self._stop = tree_pss(), threading.Event()
+        self.start = self.peak = tree_pss()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -128,3 +131,7 @@ class TreePeak:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, tree_pss())
+
+    @property
+    def rise(self) -> int:
+        return self.peak - self.start
