@@ -3,6 +3,7 @@ learner and writes a run directory per seed, laid out as a single run and equal 
 iteration, the final weights (to float tolerance) and what ``--resume`` makes of it. Everything runs in this
 process, without Ray (``offlinerl.jobs.vectorized``)."""
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -119,3 +120,18 @@ def test_what_cannot_be_vectorised_is_refused_before_a_run_directory_exists(tmp_
     assert not (tmp_path / "m").exists() and not (tmp_path / "s").exists()
     with pytest.raises(Exception, match="num_seeds"):
         _job(tmp_path, pendulum, "iql", ["config.num_seeds=0"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="mlflow not installed (offlinerl[tracking])")
+def test_each_seed_logs_its_own_mlflow_run_in_one_experiment(tmp_path, pendulum, monkeypatch):
+    """The seeds open their trackers from threads: one experiment of the name, one run per seed."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    sets = ["config.num_seeds=3", f"logging.mlflow.tracking_uri=file:{tmp_path / 'ml'}", "logging.mlflow.experiment=seeds"]
+    spec, config = _job(tmp_path, pendulum, "iql", sets)
+    run_train(spec, config, run_dir=tmp_path / "vec", progress=False, log=lambda _: None)
+    experiments = [yaml.safe_load(p.read_text()) for p in (tmp_path / "ml").glob("*/meta.yaml")]
+    named = [e for e in experiments if e["name"] == "seeds"]
+    assert len(named) == 1
+    runs = {json.loads((tmp_path / "vec" / f"seed-{s}" / "tracking.json").read_text())["mlflow"]["run_id"]
+            for s in (4, 5, 6)}
+    assert len(runs) == 3 and all((tmp_path / "ml" / named[0]["experiment_id"] / r).is_dir() for r in runs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,10 +241,20 @@ class Trackers:
             sink.close(status)
 
 
+_OPENING = threading.Lock()
+"""Sinks are opened one at a time: the seeds of a vectorised job open theirs from threads, and two MLflow clients
+creating one experiment at once made two experiments of that name."""
+
+
 def open_trackers(logging: LoggingConfig, run: Path, hparams: Mapping[str, Any], *, resumed: bool = False
                   ) -> Trackers:
     """Start the sinks ``logging`` asks for in the run directory ``run``; a resumed job continues the W&B and
     MLflow runs named in ``RUN/tracking.json``. Raises :class:`TrackingError` (one line) if one cannot start."""
+    with _OPENING:
+        return _open_trackers(logging, run, hparams, resumed)
+
+
+def _open_trackers(logging: LoggingConfig, run: Path, hparams: Mapping[str, Any], resumed: bool) -> Trackers:
     ids: dict[str, Any] = {}
     file = run / TRACKING_FILE
     if resumed and file.is_file():
