@@ -138,3 +138,14 @@ def test_lockstep_runs_each_iteration_once_for_every_thread_and_lets_a_finished_
             torch.testing.assert_close(replicas[i].get_module_state()[name], value, rtol=1e-5, atol=1e-6)
         key = "losses/actor"
         assert out[i][-1][key] != expected[key]  # the last 4 updates' mean, not all 12
+
+
+def test_lockstep_runs_work_it_is_handed_on_its_one_worker_thread():
+    """The joint updates and (``jobs.vectorized``) the replicas' evaluations share one thread: one OpenMP pool."""
+    import threading
+
+    lock = Lockstep(2)
+    names = {lock.call(lambda: threading.current_thread().name) for _ in range(3)}
+    assert len(names) == 1 and next(iter(names)).startswith("offlinerl-seedstack")
+    lock.leave(0)
+    lock.leave(1)

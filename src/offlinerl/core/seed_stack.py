@@ -18,12 +18,14 @@ not the single-seed run's stream. What cannot be vectorised is refused when the 
 submodules (``share_encoder``), distributed learners, and learners with running statistics outside the module
 (``get_extra_state``).
 
-``Lockstep`` lets N ordinary jobs, each in its own thread with its own run directory, train as one: the last
-replica to ask for an iteration's updates runs them for all (``offlinerl.jobs.vectorized``).
+``Lockstep`` lets N ordinary jobs, each in its own thread with its own run directory, train as one: when the last
+replica asks for an iteration's updates, they run for all of them on the lockstep's one worker thread
+(``offlinerl.jobs.vectorized``, which runs the replicas' evaluations there too).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import threading
 from typing import Any, Mapping, Sequence
@@ -285,7 +287,7 @@ class SeedStack:
 
 class Lockstep:
     """N jobs in N threads, one ``SeedStack``: each replica's ``run_updates`` waits until every replica still
-    running has asked for its iteration; the last to ask runs the updates of all of them.
+    running has asked for its iteration; then the updates of all of them run on the lockstep's worker thread.
 
     A replica whose job ends (a stop condition, an error) calls ``leave``: the others no longer wait for it (its
     seed is still updated with theirs, and its results are dropped)."""
@@ -300,6 +302,9 @@ class Lockstep:
         self._generation = 0
         self._error: BaseException | None = None
         self.stack: SeedStack | None = None
+        # Every joint update runs on this one thread, whichever replica asked last: torch's OpenMP pool is per
+        # calling thread, and 8 callers' pools spinning beside each other made the updates 2x slower.
+        self._runner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="offlinerl-seedstack")
 
     def run_updates(self, index: int, learner: Learner, source: BatchSource, num_updates: int,
                     hold: tuple[str, ...] = ()) -> dict[str, float]:
@@ -315,12 +320,19 @@ class Lockstep:
                 raise RuntimeError(f"vectorised seeds: the joint update failed: {self._error}") from self._error
             return self._results.pop(index)
 
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` on the thread that runs the joint updates (e.g. a replica's evaluation: every
+        torch computation of the replicas on one thread, one OpenMP pool)."""
+        return self._runner.submit(fn, *args, **kwargs).result()
+
     def leave(self, index: int) -> None:
         with self._cond:
             self._active.discard(index)
             self._waiting.pop(index, None)
             if self._waiting and self._waiting.keys() >= self._active:
                 self._step()
+            if not self._active:
+                self._runner.shutdown(wait=False)
 
     def _step(self) -> None:
         """Run the waiting replicas' updates (under the lock), publish the results, wake everyone."""
@@ -332,7 +344,8 @@ class Lockstep:
             if self.stack is None:
                 self._members = {i: (lr, src) for i, (lr, src, _, _) in sorted(self._waiting.items())}
                 self.stack = SeedStack([lr for lr, _ in self._members.values()])
-            results = self.stack.run_updates([src for _, src in self._members.values()], num_updates, hold)
+            sources = [src for _, src in self._members.values()]
+            results = self._runner.submit(self.stack.run_updates, sources, num_updates, hold).result()
             for index, row in zip(self._members, results):
                 if index in self._waiting:
                     self._results[index] = row
