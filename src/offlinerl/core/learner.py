@@ -39,7 +39,7 @@ from offlinerl.core.loss import LossOut
 from offlinerl.core.param_owners import OptimizerKey, assign_parameters
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
 
-__all__ = ["Learner", "LearnerConfig", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS"]
+__all__ = ["Learner", "LearnerConfig", "BatchSource", "OptimizerKey", "POLICY_OPTIMIZERS", "MetricMeans"]
 
 #: Optimizers that move what the agent does: the policy ("actor") and SAC's entropy temperature ("alpha").
 POLICY_OPTIMIZERS = ("actor", "alpha")
@@ -76,6 +76,33 @@ class BatchSource(Protocol):
     def get_state(self) -> dict[str, Any]: ...
 
     def set_state(self, state: Mapping[str, Any]) -> None: ...
+
+
+class MetricMeans:
+    """Each metric's mean over the updates that reported it (a delayed actor's loss over the updates that stepped
+    it), summed on the device and synced once: ``add`` each update's metrics, then ``means``."""
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, ...], tuple[list[torch.Tensor], list[int]]] = {}  # names -> (sums, [count])
+
+    def add(self, metrics: Mapping[str, torch.Tensor]) -> bool:
+        """Add one update's metrics; True when they are the first with these names."""
+        names = tuple(metrics)
+        group = self._groups.get(names)
+        if group is None:
+            self._groups[names] = ([v.clone().float() for v in metrics.values()], [1])
+            return True
+        torch._foreach_add_(group[0], list(metrics.values()))
+        group[1][0] += 1
+        return False
+
+    def means(self) -> dict[str, torch.Tensor]:
+        totals: dict[str, tuple[torch.Tensor, int]] = {}
+        for names, (sums, (count,)) in self._groups.items():
+            for name, value in zip(names, sums):
+                total, n = totals.get(name, (0.0, 0))
+                totals[name] = (total + value, n + count)
+        return {name: total / n for name, (total, n) in totals.items()}
 
 
 class Learner:
@@ -264,28 +291,15 @@ class Learner:
         averaged over the updates that reported it (a delayed actor's loss over the updates that stepped it)."""
         if num_updates < 1:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
-        groups: dict[tuple[str, ...], tuple[list[torch.Tensor], list[int]]] = {}  # names -> (sums, [count])
+        sums = MetricMeans()
         first = self.first_update_at is None
         for _ in range(num_updates):
-            m = self.update(source.next_batch(), hold)
-            names = tuple(m)
-            group = groups.get(names)
-            if group is None:
-                groups[names] = ([v.clone().float() for v in m.values()], [1])
-                if first and len(groups) == 1:
-                    if self.device.type == "cuda":
-                        torch.cuda.synchronize(self.device)
-                    self.first_update_at = time.time()
-            else:
-                torch._foreach_add_(group[0], list(m.values()))
-                group[1][0] += 1
-        totals: dict[str, tuple[torch.Tensor, int]] = {}
-        for names, (sums, (count,)) in groups.items():
-            for name, value in zip(names, sums):
-                total, n = totals.get(name, (0.0, 0))
-                totals[name] = (total + value, n + count)
-        values = torch.stack([total / n for total, n in totals.values()]).tolist()
-        out = dict(zip(totals, values))
+            if sums.add(self.update(source.next_batch(), hold)) and first and self.first_update_at is None:
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                self.first_update_at = time.time()
+        means = sums.means()
+        out = dict(zip(means, torch.stack(list(means.values())).tolist()))
         out[M.UPDATES] = float(self.timestep)
         if first:  # once: the job reports the time from its start to here (``job.run_job``)
             out[M.FIRST_UPDATE_AT] = self.first_update_at

@@ -28,15 +28,16 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import threading
+import time
 from typing import Any, Mapping, Sequence
 
 import torch
 from torch import nn
 
 from offlinerl.core import metrics as M
-from offlinerl.core.learner import BatchSource, Learner
+from offlinerl.core.learner import BatchSource, Learner, MetricMeans
 
-__all__ = ["SeedStack", "Lockstep", "check_vectorizable", "per_seed_clip"]
+__all__ = ["SeedStack", "Lockstep", "check_vectorizable", "keeps_running_statistics", "per_seed_clip"]
 
 _SEP = "\x00"  # joins module id and loss name in the vmapped function's output
 
@@ -50,8 +51,14 @@ def check_vectorizable(learner: Learner) -> None:
         raise ValueError(f"{name}: build the learner first")
     if getattr(learner.module, "shared", ()):
         raise ValueError("vectorised seeds cannot share submodules between modules (share_encoder)")
-    if type(learner).get_extra_state is not Learner.get_extra_state:
+    if keeps_running_statistics(type(learner)):
         raise ValueError(f"{name} keeps running statistics outside its module; it cannot train vectorised seeds")
+
+
+def keeps_running_statistics(learner_cls: type[Learner]) -> bool:
+    """Whether the learner class keeps state outside its module (``get_extra_state``, e.g. MARWIL's advantage
+    norm), which one stacked learner cannot hold per seed."""
+    return learner_cls.get_extra_state is not Learner.get_extra_state
 
 
 def per_seed_clip(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
@@ -252,31 +259,18 @@ class SeedStack:
         reported it)."""
         if num_updates < 1:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
-        groups: dict[tuple[str, ...], tuple[list[torch.Tensor], list[int]]] = {}
+        sums = MetricMeans()
         first = self.replicas[0].first_update_at is None
         first_at = None
         for _ in range(num_updates):
-            m = self.update([s.next_batch() for s in sources], hold)
-            names = tuple(m)
-            group = groups.get(names)
-            if group is None:
-                groups[names] = ([v.clone().float().expand(self.n) for v in m.values()], [1])
-                if first_at is None:
-                    import time
-
-                    first_at = time.time()
-            else:
-                groups[names] = ([a + b.float() for a, b in zip(group[0], m.values())], [group[1][0] + 1])
-        totals: dict[str, tuple[torch.Tensor, int]] = {}
-        for names, (sums, (count,)) in groups.items():
-            for name, value in zip(names, sums):
-                total, n = totals.get(name, (0.0, 0))
-                totals[name] = (total + value, n + count)
-        table = torch.stack([total / n for total, n in totals.values()]).T.tolist()  # [N, metrics]
+            if sums.add(self.update([s.next_batch() for s in sources], hold)) and first_at is None:
+                first_at = time.time()
+        means = sums.means()
+        table = torch.stack([v.expand(self.n) for v in means.values()]).T.tolist()  # [N, metrics]
         self.sync_replicas()
         out = []
         for i, r in enumerate(self.replicas):
-            row = dict(zip(totals, table[i]))
+            row = dict(zip(means, table[i]))
             row[M.UPDATES] = float(self.stacked.timestep)
             if first:
                 r.first_update_at = first_at

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import math
 import os
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -29,14 +28,14 @@ import torch
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.algorithms.registry import get_algorithm
-from offlinerl.core.learner import Learner
-from offlinerl.core.seed_stack import Lockstep, check_vectorizable
+from offlinerl.core.seed_stack import Lockstep, check_vectorizable, keeps_running_statistics
 from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import write_result
 from offlinerl.jobs.preflight import preflight
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.spec import JobSpec, run_config
+from offlinerl.jobs.sweep.summary import mean_std
 from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.setup import job_ray_reason
 
@@ -64,8 +63,7 @@ def vectorize_problem(spec_algorithm: str, config: AlgorithmConfig, dataset: str
         return (f"num_seeds: {config.num_seeds} trains its seeds in this process, but this job needs Ray for "
                 f"{reason}; train the seeds as separate jobs (offlinerl sweep --seeds) or set data.mode: in_memory "
                 "and num_learners: 0")
-    learner_cls = get_algorithm(spec_algorithm).learner_cls
-    if learner_cls.get_extra_state is not Learner.get_extra_state:
+    if keeps_running_statistics(get_algorithm(spec_algorithm).learner_cls):
         return (f"num_seeds > 1: {spec_algorithm} keeps running statistics outside its module, which one vectorised "
                 "learner cannot hold per seed; train the seeds as separate jobs (offlinerl sweep --seeds)")
     if config.share_encoder:
@@ -172,10 +170,7 @@ def _build(spec: JobSpec, configs: list[AlgorithmConfig]) -> list[Algorithm]:
 
 
 def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
-    xs = [v for v in values if v is not None]
-    if not xs:
-        return None, None
-    return statistics.fmean(xs), (statistics.pstdev(xs) if len(xs) > 1 else 0.0)
+    return mean_std([v for v in values if v is not None])  # the sweep summary's statistics, over the seeds that ran
 
 
 def summarize(spec: JobSpec, run: Path, seeds: list[int], results: list[dict[str, Any] | None],
