@@ -282,7 +282,8 @@ def run_sweep(
         pending = [t for t in pending if t.name not in invalid]
     if pending:
         concurrent = max_concurrent or default_max_concurrent(configs[pending[0].name][1], cpus_per_trial)
-        jobs = _vectorized_jobs(spec, pending) if spec.vectorize else [(t.name, t.overrides, None) for t in pending]
+        jobs = _vectorized_jobs(spec, pending) if spec.vectorize else [(t.name, t.overrides, None, t.name)
+                                                                        for t in pending]
         what = f" as {len(jobs)} vectorised job(s)" if spec.vectorize else ""
         log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run{what}, {concurrent} at a time, "
             f"{cpus_per_trial:g} CPU each (Ray cluster: {_cluster_cpus():g} CPUs)")
@@ -291,10 +292,10 @@ def run_sweep(
         packages = sorted(allowed_env_packages())
         # Every trial logs where its job file says (its logging: block), grouped by the sweep: the job file's
         # logging.group, else the sweep directory's name (W&B group, MLflow tag offlinerl.group).
-        group = configs[pending[0].name][0].logging.group or root.resolve().name
         params = [{"name": name, "overrides": overrides, "job": spec.job, "workdir": spec.workdir,
-                   "run_dir": str((root / TRIALS / name).resolve()), "env_packages": packages, "group": group,
-                   **({"metrics": metrics} if metrics else {})} for name, overrides, metrics in jobs]
+                   "run_dir": str((root / TRIALS / name).resolve()), "env_packages": packages,
+                   "group": configs[trial][0].logging.group or root.resolve().name,
+                   **({"metrics": metrics} if metrics else {})} for name, overrides, metrics, trial in jobs]
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -318,16 +319,17 @@ def run_sweep(
     return summary
 
 
-def _vectorized_jobs(spec: SweepSpec, pending: list[Any]) -> list[tuple[str, list[str], str]]:
-    """(group, overrides, the first seed's metrics.jsonl) of each grid point with a pending seed: the point's
-    every seed trains again in one ``num_seeds`` job (a vectorised job resumes no seed from a checkpoint)."""
+def _vectorized_jobs(spec: SweepSpec, pending: list[Any]) -> list[tuple[str, list[str], str, str]]:
+    """(group, overrides, the first seed's metrics.jsonl, the first seed's trial name) of each grid point with a
+    pending seed: the point's every seed trains again in one ``num_seeds`` job (a vectorised job resumes no seed
+    from a checkpoint)."""
     out = []
     for group in dict.fromkeys(t.group for t in pending):
         trials = [t for t in spec.trials if t.group == group]
         first = trials[0]
         sets = [o for o in first.overrides if o != f"config.seed={first.seed}"]
         out.append((group, [*sets, f"config.seed={first.seed}", f"config.num_seeds={len(trials)}"],
-                    f"seed-{first.seed}/metrics.jsonl"))
+                    f"seed-{first.seed}/metrics.jsonl", first.name))
     return out
 
 
@@ -338,7 +340,7 @@ def _check_vectorizable(spec: SweepSpec, configs: dict[str, Any], datasets: dict
 
     from offlinerl.jobs.vectorized import vectorize_problem
 
-    for t in spec.trials:
+    for t in {t.group: t for t in spec.trials}.values():  # a point's seeds differ in config.seed only
         job, config = configs[t.name]
         problem = vectorize_problem(job.algorithm, dataclasses.replace(config, num_seeds=2), str(datasets[t.name]))
         if problem is not None:
