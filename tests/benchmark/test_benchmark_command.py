@@ -49,12 +49,38 @@ def test_a_tiny_benchmark_scores_every_run_and_resumes(tmp_path, capsys):
     assert (out / "scores.md").read_text().split("\n\n")[1] == before
 
 
+@pytest.mark.usefixtures("ray_session")
+def test_vectorize_trains_each_pairs_seeds_as_one_job_and_falls_back_where_it_cannot(tmp_path, capsys):
+    out = tmp_path / "bench"
+    code = main(["benchmark", "classic", "--algorithms", "bc,marwil", "--seeds", "0-1", "--vectorize",
+                 "--datasets", "pendulum", "--updates", "40", "--eval-episodes", "2", "-o", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "pendulum × bc: 2 seed(s) with pendulum-bc.yaml as one vectorised job" in captured.out
+    assert "pendulum × marwil: seeds run as separate trials (" in captured.out  # its advantage norm: not stackable
+    scores = json.loads((out / "scores.json").read_text())
+    bc, marwil = scores["cells"]["pendulum/bc"], scores["cells"]["pendulum/marwil"]
+    assert [r["trial"] for r in bc["runs"]] == ["000/seed-0", "000/seed-1"]
+    assert [r["group"] for r in marwil["runs"]] == [None, None] and len(marwil["runs"]) == 2
+    group = json.loads((out / "sweeps" / "pendulum-bc" / "trials" / "000" / "result.json").read_text())
+    assert group["num_seeds"] == 2 and group["seeds"] == [0, 1]
+    random, best = bc["anchors"]
+    for run, replica in zip(bc["runs"], group["replicas"]):  # each seed's score is its own run's final return
+        assert run["final"] == pytest.approx(normalized_score(replica["final_eval_return"], random, best))
+    # the seeds trained together: the pair's training time is the joint job's, not the sum of its seeds'
+    times = [json.loads((out / "sweeps" / "pendulum-bc" / "trials" / r["trial"] / "result.json").read_text())
+             ["train_time_s"] for r in bc["runs"]]
+    assert bc["train_time_s"] == pytest.approx(max(times))
+    assert json.loads((out / "benchmark.json").read_text())["spec"]["vectorize"] is True
+
+
 def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
     for argv, expected in [(["nosuch"], "unknown suite 'nosuch'"),
                            (["classic", "--algorithms", "bc,nope"], "unknown 'nope'"),
                            (["classic", "--seeds", "a"], "give integers"),
                            (["classic", "--datasets", "moon"], "has no dataset 'moon'"),
                            (["classic", "--updates", "0"], "--updates must be >= 1"),
+                           (["classic", "--seeds", "0,2", "--vectorize"], "consecutive seeds"),
                            ([], "give a SUITE")]:
         assert main(["benchmark", *argv, "-o", str(tmp_path / "b")]) == 2, argv
         assert expected in capsys.readouterr().err

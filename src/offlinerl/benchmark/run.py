@@ -54,10 +54,17 @@ class BenchmarkSpec:
     """Gradient updates per run (None: each recipe's own budget)."""
     eval_episodes: int | None = None
     """Evaluation episodes per evaluation (None: each recipe's own)."""
+    vectorize: bool = False
+    """Each (dataset, algorithm)'s seeds (consecutive, two or more) train as one ``num_seeds`` job
+    (``offlinerl sweep --vectorize``); a pair whose job cannot be vectorised runs its seeds as separate trials."""
 
     def __post_init__(self) -> None:
+        from offlinerl.jobs.sweep.plan import plan_trials
+
         if not self.algorithms or not self.seeds or not self.datasets:
             raise ConfigError("benchmark: give at least one algorithm, seed and dataset")
+        if self.vectorize:
+            plan_trials({}, self.seeds, vectorize=True)  # the seeds a vectorised job can take, or ConfigError
         if self.updates is not None and self.updates < 1:
             raise ConfigError(f"--updates must be >= 1, got {self.updates}")
         if self.eval_episodes is not None and self.eval_episodes < 1:
@@ -83,7 +90,7 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                   log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run ``spec`` into the new directory ``out`` (or, with ``spec=None``, continue the run in ``out``), then
     write and return the summary (:func:`summarize_benchmark`)."""
-    from offlinerl.jobs.sweep import SWEEP_FILE, SweepSpec, plan_trials, resume_sweep, run_sweep
+    from offlinerl.jobs.sweep import SWEEP_FILE, NotVectorizable, resume_sweep, run_sweep
 
     root = Path(out)
     if spec is None:
@@ -119,32 +126,61 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
             else:
                 own = d.recipe_overrides.get(algorithm, ())  # the published per-dataset settings
                 overrides = [f"dataset={paths[d.name]}", *own, *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
-                sweep = SweepSpec(job=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={},
-                                  seeds=list(spec.seeds), trials=plan_trials({}, spec.seeds, overrides))
                 log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}"
-                    + (f" ({', '.join(own)})" if own else ""))
-                run_sweep(sweep_dir, sweep, max_concurrent=max_concurrent, address=address, log=log)
+                    + (f" ({', '.join(own)})" if own else "") + (" as one vectorised job" if spec.vectorize else ""))
+                try:
+                    run_sweep(sweep_dir, _sweep(recipe, overrides, spec.seeds, spec.vectorize),
+                              max_concurrent=max_concurrent, address=address, log=log)
+                except NotVectorizable as exc:  # refused before anything was written: the seeds one by one
+                    log(f"{d.name} × {algorithm}: seeds run as separate trials ({exc.reason})")
+                    run_sweep(sweep_dir, _sweep(recipe, overrides, spec.seeds, False),
+                              max_concurrent=max_concurrent, address=address, log=log)
             log(f"{d.name} × {algorithm}: done in {time.time() - t0:.0f} s")
     return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1))
+
+
+def _sweep(recipe: Path, overrides: list[str], seeds: list[int], vectorize: bool) -> Any:
+    """The sweep of one (dataset, algorithm): the recipe with ``overrides``, one trial per seed."""
+    from offlinerl.jobs.sweep.plan import SweepSpec, plan_trials
+
+    return SweepSpec(job=str(recipe), workdir=os.getcwd(), overrides=overrides, grid={}, seeds=list(seeds),
+                     trials=plan_trials({}, seeds, overrides, vectorize=vectorize), vectorize=vectorize)
 
 
 # -- scores -----------------------------------------------------------------------------------------------------
 
 
 def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]:
-    """Per finished trial: seed, updates, wall time, final and best normalised score, the normalised curve."""
+    """Per finished trial: seed, updates, wall time, final and best normalised score, the normalised curve;
+    ``group``: the vectorised job the trial's seed trained in (None: a job of its own)."""
+    from offlinerl.jobs.sweep.plan import SWEEP_FILE, SweepSpec
+
+    if not (sweep_dir / SWEEP_FILE).is_file():
+        return []
     runs = []
-    for trial in sorted((sweep_dir / "trials").glob("*/result.json")):
-        result = json.loads(trial.read_text())
+    for t in SweepSpec.from_file(sweep_dir / SWEEP_FILE).trials:
+        trial = sweep_dir / "trials" / t.name
+        if not (trial / "result.json").is_file():
+            continue
+        result = json.loads((trial / "result.json").read_text())
         if not isinstance(result.get("final_eval_return"), (int, float)):
             continue
         score = lambda r: normalized_score(r, *anchors)  # noqa: E731
-        curve = [(updates, score(ret)) for updates, ret in eval_curve(trial.parent / "metrics.jsonl")]
+        curve = [(updates, score(ret)) for updates, ret in eval_curve(trial / "metrics.jsonl")]
         best = result.get("best_eval_return")
-        runs.append({"trial": trial.parent.name, "updates": result.get("updates"),
+        runs.append({"trial": t.name, "group": t.group, "updates": result.get("updates"),
                      "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),
                      "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve})
     return runs
+
+
+def _train_time(runs: list[dict[str, Any]]) -> float:
+    """The training time of ``runs``: a separate job's own, once per vectorised job (its seeds trained together)."""
+    jobs: dict[Any, float] = {}
+    for i, r in enumerate(runs):
+        key = r["group"] if r["group"] is not None else i
+        jobs[key] = max(jobs.get(key, 0.0), r["train_time_s"] or 0.0)
+    return sum(jobs.values())
 
 
 def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> dict[str, Any]:
@@ -169,7 +205,7 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
                 "best_mean": mean_std([r["best"] for r in runs if r["best"] is not None])[0],
                 "published": published.get(algorithm), "published_name": d.published_name, "anchors": anchors,
                 "updates": max((r["updates"] or 0 for r in runs), default=None),
-                "train_time_s": sum(r["train_time_s"] or 0.0 for r in runs)}
+                "train_time_s": _train_time(runs)}
     aggregates = {}
     for algorithm in spec.algorithms:
         by_task = {name: [r["final"] for r in cells[f"{name}/{algorithm}"]["runs"]] for name in spec.datasets}

@@ -15,6 +15,7 @@ EPILOG = """examples:
   offlinerl benchmark classic --algorithms bc,iql --seeds 0,1,2
   offlinerl benchmark maze2d --size small --algorithms bc,td3bc,cql,iql,rebrac --seeds 0,1,2 --updates 100000
   offlinerl benchmark locomotion --size small --seeds 0,1,2 --updates 100000
+  offlinerl benchmark locomotion --seeds 0-2 --vectorize --algorithms bc,td3bc,iql
   offlinerl benchmark --resume benchmarks/runs/maze2d-20261203T120000Z
 """
 
@@ -30,7 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("suite", nargs="?", help="suite name: classic, maze2d, locomotion (not with --resume)")
     p.add_argument("--algorithms", metavar="A1,A2,...", help="algorithms (default: the suite's)")
-    p.add_argument("--seeds", default="0", metavar="S1,S2,...", help="seeds, one run each (default: 0)")
+    p.add_argument("--seeds", default="0", metavar="S1,S2,...",
+                   help="seeds, one run each: 0,1,2 or a range 0-2 (default: 0)")
+    p.add_argument("--vectorize", action="store_true",
+                   help="train each (dataset, algorithm)'s seeds (consecutive, e.g. --seeds 0-2) as one vectorised "
+                        "job (config.num_seeds; the README's 'Vectorised seeds'); a pair whose job cannot be "
+                        "vectorised runs its seeds one by one")
     p.add_argument("--datasets", metavar="D1,D2,...", help="a subset of the suite's datasets (default: all)")
     p.add_argument("--size", default="small", help="size of generated datasets: tiny, small or full (default: small)")
     p.add_argument("--updates", type=int, default=None, metavar="N",
@@ -55,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.algorithms.registry import algorithm_names
     from offlinerl.benchmark.run import BenchmarkSpec, run_benchmark
     from offlinerl.benchmark.suites import get_suite
+    from offlinerl.jobs.sweep.plan import parse_seeds
 
     if (args.suite is None) == (args.resume is None):
         print("offlinerl benchmark: give a SUITE, or --resume BENCH_DIR (not both)", file=sys.stderr)
@@ -70,15 +77,13 @@ def run(args: argparse.Namespace) -> int:
             unknown = [a for a in algorithms if a not in algorithm_names()]
             if unknown:
                 raise ConfigError(f"--algorithms: unknown {unknown[0]!r} (known: {', '.join(algorithm_names())})")
-            try:
-                seeds = [int(s) for s in _list(args.seeds)]
-            except ValueError:
-                raise ConfigError(f"--seeds {args.seeds!r}: give integers, e.g. 0,1,2") from None
+            seeds = parse_seeds(args.seeds)
             datasets = _list(args.datasets) or [d.name for d in suite.datasets]
             for name in datasets:
                 suite.dataset(name)
             spec = BenchmarkSpec(suite=suite.name, algorithms=algorithms, seeds=seeds, datasets=datasets,
-                                 size=args.size, updates=args.updates, eval_episodes=args.eval_episodes)
+                                 size=args.size, updates=args.updates, eval_episodes=args.eval_episodes,
+                                 vectorize=args.vectorize)
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             out = Path(args.output or Path("benchmarks") / "runs" / f"{suite.name}-{stamp}")
             summary = run_benchmark(out, spec, data_dir=args.data_dir, max_concurrent=args.max_concurrent,

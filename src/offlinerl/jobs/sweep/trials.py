@@ -30,7 +30,7 @@ from offlinerl.jobs.sweep.plan import SWEEP_FILE, TRIALS, SweepSpec
 from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages
 
-__all__ = ["trial_trainable", "default_max_concurrent", "run_sweep", "resume_sweep"]
+__all__ = ["trial_trainable", "default_max_concurrent", "run_sweep", "resume_sweep", "NotVectorizable"]
 
 _METRIC_POLL_S = 1.0
 #: Longest a trial waits for an earlier process of it (a killed sweep's, still being stopped) to let go of its run
@@ -333,8 +333,17 @@ def _vectorized_jobs(spec: SweepSpec, pending: list[Any]) -> list[tuple[str, lis
     return out
 
 
+class NotVectorizable(ConfigError):
+    """A ``--vectorize`` sweep whose grid point cannot train its seeds as one ``num_seeds`` job (raised before
+    anything is written; ``reason`` says why)."""
+
+    def __init__(self, trial: str, reason: str) -> None:
+        super().__init__(f"--vectorize: trial {trial}: {reason}")
+        self.reason = reason
+
+
 def _check_vectorizable(spec: SweepSpec, configs: dict[str, Any], datasets: dict[str, Path]) -> None:
-    """``ConfigError`` when a grid point's job cannot train its seeds as one vectorised job (its trial joins no
+    """``NotVectorizable`` when a grid point's job cannot train its seeds as one vectorised job (its trial joins no
     cluster: ``_needs_ray`` is false for it)."""
     import dataclasses
 
@@ -344,7 +353,7 @@ def _check_vectorizable(spec: SweepSpec, configs: dict[str, Any], datasets: dict
         job, config = configs[t.name]
         problem = vectorize_problem(job.algorithm, dataclasses.replace(config, num_seeds=2), str(datasets[t.name]))
         if problem is not None:
-            raise ConfigError(f"--vectorize: trial {t.name}: {problem}")
+            raise NotVectorizable(t.name, problem)
 
 
 def _absolute(dataset: str, workdir: str) -> Path:
