@@ -180,3 +180,101 @@ def test_restored_optimizers_keep_this_configs_learning_rate_and_the_saved_momen
     same.update(_batch(seed=5))
     for (k, x), (_, y) in zip(a.module.state_dict().items(), same.module.state_dict().items()):
         assert torch.equal(x, y), k
+
+
+class SeparableLearner(CoupledLearner):
+    """Each term meets the other's network detached: one backward serves both."""
+
+    separable_losses = True
+
+    def compute_loss_for_module(self, module_id, module, batch, fwd_out):
+        logp = fwd_out[C.ACTION_DIST].log_prob(batch[C.ACTIONS])
+        actor = -(fwd_out[C.VALUES].detach() * logp).mean()
+        value = fwd_out[C.VALUES].pow(2).mean()
+        return LossOut(losses={"actor": actor, "value": value}, metrics={})
+
+
+def _backwards(learner, batch):
+    """The learner's update, counting the autograd backward calls it makes."""
+    calls = []
+    real = torch.autograd.grad
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    torch.autograd.grad = counting
+    try:
+        learner.update(batch)
+    finally:
+        torch.autograd.grad = real
+    return len(calls)
+
+
+def test_separable_terms_take_one_backward_and_the_same_gradients_as_one_per_term():
+    class PerTerm(SeparableLearner):
+        separable_losses = False
+
+    joint = SeparableLearner(config=Cfg(), module_spec=_spec()).build()
+    per_term = PerTerm(config=Cfg(), module_spec=_spec()).build()
+    per_term.module.load_state_dict(joint.module.state_dict())
+    # the first update also checks the declaration (one backward per term), later ones take one backward
+    assert _backwards(joint, _batch(seed=0)) == 3 and _backwards(per_term, _batch(seed=0)) == 2
+    for s in range(1, 4):
+        assert _backwards(joint, _batch(seed=s)) == 1 and _backwards(per_term, _batch(seed=s)) == 2
+    for (name, a), b in zip(joint.module.state_dict().items(), per_term.module.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_a_declared_separable_loss_that_is_not_falls_back_to_a_backward_per_term():
+    class Naive(CoupledLearner):  # the actor loss reads V(s) undetached: it reaches the value network
+        separable_losses = True
+
+    learner = Naive(config=Cfg(), module_spec=_spec()).build()
+    m = learner.module[C.DEFAULT_MODULE_ID]
+    v_before = [p.detach().clone() for p in m.value_parameters()]
+    for s in range(3):
+        learner.update(_batch(seed=s))
+    assert all(torch.equal(a, b) for a, b in zip(v_before, m.value_parameters()))  # its value loss is 0·V
+    assert _backwards(learner, _batch(seed=4)) == 2
+
+
+@pytest.mark.parametrize("name", ["iql", "marwil"])
+def test_iql_and_marwil_declare_separable_losses_and_train_as_with_a_backward_per_term(name):
+    from offlinerl.algorithms.registry import get_algorithm
+    from offlinerl.core.rl_module import MultiRLModuleSpec
+
+    algo = get_algorithm(name)
+    cfg = algo.config_cls.from_dict({"seed": 0, "model": {"hidden": [8]}})
+    act = gym.spaces.Box(-1, 1, (2,), np.float32)
+    spec = MultiRLModuleSpec.single(RLModuleSpec(algo.module_cls, OBS, act, cfg.module_config()))
+    assert algo.learner_cls.separable_losses
+
+    class PerTerm(algo.learner_cls):
+        separable_losses = False
+
+    g = torch.Generator().manual_seed(0)
+    batches = [{C.OBS: torch.randn(16, 3, generator=g), C.ACTIONS: torch.rand(16, 2, generator=g) * 2 - 1,
+                C.REWARDS: torch.randn(16, generator=g), C.NEXT_OBS: torch.randn(16, 3, generator=g),
+                C.TERMINATEDS: torch.zeros(16), C.RETURNS_TO_GO: torch.randn(16, generator=g)} for _ in range(4)]
+    learners = [cls(config=cfg, module_spec=spec).build() for cls in (algo.learner_cls, PerTerm)]
+    learners[1].module.load_state_dict(learners[0].module.state_dict())
+    for learner in learners:
+        learner.run_updates(_Fixed(batches), 8)
+    for (k, a), b in zip(learners[0].module.state_dict().items(), learners[1].module.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_run_updates_flushes_subnormals_only_while_it_runs():
+    if not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormals")
+    seen = []
+
+    class Probe(CoupledLearner):
+        def before_gradient_based_update(self, timestep):
+            seen.append((torch.tensor([1e-39]) * 1.0).item())
+
+    learner = Probe(config=Cfg(), module_spec=_spec()).build()
+    learner.run_updates(_Fixed([_batch()]), 2)
+    assert seen == [0.0, 0.0]  # flushed inside the update loop
+    assert (torch.tensor([1e-39]) * 1.0).item() != 0.0  # and the default again after it

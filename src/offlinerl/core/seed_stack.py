@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from offlinerl.core import metrics as M
-from offlinerl.core.learner import BatchSource, Learner, MetricMeans
+from offlinerl.core.learner import BatchSource, Learner, MetricMeans, flush_denormals
 
 __all__ = ["SeedStack", "Lockstep", "check_vectorizable", "keeps_running_statistics", "per_seed_clip"]
 
@@ -262,9 +262,10 @@ class SeedStack:
         sums = MetricMeans()
         first = self.replicas[0].first_update_at is None
         first_at = None
-        for _ in range(num_updates):
-            if sums.add(self.update([s.next_batch() for s in sources], hold)) and first_at is None:
-                first_at = time.time()
+        with flush_denormals():
+            for _ in range(num_updates):
+                if sums.add(self.update([s.next_batch() for s in sources], hold)) and first_at is None:
+                    first_at = time.time()
         means = sums.means()
         table = torch.stack([v.expand(self.n) for v in means.values()]).T.tolist()  # [N, metrics]
         self.sync_replicas()

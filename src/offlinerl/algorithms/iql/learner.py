@@ -13,6 +13,8 @@ __all__ = ["IQLLearner"]
 
 
 class IQLLearner(Learner):
+    separable_losses = True  # each term meets the other terms' networks detached or under no_grad
+
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict[str, torch.optim.Optimizer]:
         require_api(module, ActorCriticAPI, "IQL")
         require_api(module, StateValueAPI, "IQL")

@@ -14,6 +14,8 @@ __all__ = ["MARWILLearner"]
 
 
 class MARWILLearner(Learner):
+    separable_losses = True  # each term meets the other terms' networks detached or under no_grad
+
     def build(self):
         super().build()
         self.sq_adv_norm = {mid: torch.tensor(float(self.config.sq_adv_norm_start), device=self.device) for mid in self.module.keys()}
