@@ -25,6 +25,7 @@ _LAZY = {
     "MARWILConfig": "offlinerl.algorithms.marwil",
     "TD3BCConfig": "offlinerl.algorithms.td3bc",
     "ReBRACConfig": "offlinerl.algorithms.rebrac",
+    "EDACConfig": "offlinerl.algorithms.edac",
     "Trainer": "offlinerl.api",
     "Policy": "offlinerl.api",
     "load_policy": "offlinerl.api",
@@ -36,6 +37,7 @@ __all__ = ["__version__", *_LAZY]
 if TYPE_CHECKING:
     from offlinerl.algorithms.bc import BCConfig
     from offlinerl.algorithms.cql import CQLConfig
+    from offlinerl.algorithms.edac import EDACConfig
     from offlinerl.algorithms.iql import IQLConfig
     from offlinerl.algorithms.marwil import MARWILConfig
     from offlinerl.algorithms.rebrac import ReBRACConfig

@@ -108,13 +108,17 @@ def test_the_suite_lists_nine_datasets_with_published_numbers():
     suite = get_suite("locomotion")
     assert len(suite.datasets) == 9 and suite.algorithms == ("bc", "td3bc", "cql", "iql", "rebrac")
     for d in suite.datasets:
-        assert published_scores(d.published_name).keys() == {"bc", "td3bc", "cql", "iql", "rebrac"}
-        for algorithm in suite.algorithms:
+        assert published_scores(d.published_name).keys() == {"bc", "td3bc", "cql", "iql", "rebrac", "edac"}
+        for algorithm in (*suite.algorithms, "edac"):
             assert d.recipe(algorithm).name == f"locomotion-{algorithm}.yaml"
     assert published_scores("hopper-medium-replay-v2")["rebrac"] == 94.98
+    assert published_scores("walker2d-medium-v2")["edac"] == 93.36
     # ReBRAC's BC coefficients are tuned per D4RL dataset in the paper's configs: each dataset gets its own
     own = {d.name: d.recipe_overrides for d in suite.datasets}
-    assert own["hopper-medium-replay"] == {"rebrac": ("config.actor_bc_coef=0.05", "config.critic_bc_coef=0.5")}
+    assert own["hopper-medium-replay"] == {"rebrac": ("config.actor_bc_coef=0.05", "config.critic_bc_coef=0.5"),
+                                           "edac": ("config.num_critics=50",)}
+    # EDAC's: hopper's 50 critics, eta 5 on two medium-expert sets, the recipe's 10 critics and eta 1 elsewhere
+    assert own["walker2d-medium-expert"]["edac"] == ("config.eta=5.0",) and own["walker2d-medium"]["edac"] == ()
     assert own["halfcheetah-medium"]["rebrac"] == ("config.actor_bc_coef=0.001", "config.critic_bc_coef=0.01")
     assert len({v["rebrac"] for v in own.values()}) == 8  # 9 datasets, 8 distinct pairs
 

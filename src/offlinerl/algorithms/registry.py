@@ -20,6 +20,7 @@ KNOWN_PACKAGES = {
     "td3bc": "offlinerl.algorithms.td3bc",
     "sac": "offlinerl.algorithms.sac",
     "rebrac": "offlinerl.algorithms.rebrac",
+    "edac": "offlinerl.algorithms.edac",
 }
 
 _REGISTRY: dict[str, "AlgorithmSpec"] = {}

@@ -146,6 +146,16 @@ def _rebrac_bc(env: str, level: str) -> tuple[str, ...]:
     return (f"config.actor_bc_coef={actor}", f"config.critic_bc_coef={critic}")
 
 
+#: EDAC's per-dataset settings where CORL's D4RL configs (configs/offline/edac/<env>/<level>_v2.yaml) differ from
+#: the family's recipe (10 critics, eta 1): hopper's ensemble, the medium-expert sets' eta.
+EDAC_LOCOMOTION = {"hopper": ("config.num_critics=50",), ("halfcheetah", "medium-expert"): ("config.eta=5.0",),
+                   ("walker2d", "medium-expert"): ("config.eta=5.0",)}
+
+
+def _edac(env: str, level: str) -> tuple[str, ...]:
+    return (*EDAC_LOCOMOTION.get(env, ()), *EDAC_LOCOMOTION.get((env, level), ()))
+
+
 SUITES["locomotion"] = Suite(
     name="locomotion", description="hopper / halfcheetah / walker2d (gymnasium MuJoCo v5) at the D4RL levels, made "
     "with our SAC agents (src/offlinerl/benchmark/locomotion.py)",
@@ -156,7 +166,7 @@ SUITES["locomotion"] = Suite(
                      # env steps per policy level; tiny trains a tiny SAC agent first, the others use the shipped ones
                      steps={"tiny": 1_000, "small": 100_000, "full": 1_000_000},
                      generator_kwargs={"tiny": {"agent": "tiny"}},
-                     recipe_overrides={"rebrac": _rebrac_bc(env, level)})
+                     recipe_overrides={"rebrac": _rebrac_bc(env, level), "edac": _edac(env, level)})
         for env in ("hopper", "halfcheetah", "walker2d") for level in ("medium", "medium-replay", "medium-expert")),
 )
 
