@@ -117,7 +117,10 @@ def test_what_cannot_be_vectorised_is_refused_before_a_run_directory_exists(tmp_
     spec, config = _job(tmp_path, pendulum, "iql", ["config.num_seeds=2", "config.data.mode=streaming"])
     with pytest.raises(ValueError, match="needs Ray for streaming data"):
         run_train(spec, config, run_dir=tmp_path / "s", progress=False, log=lambda _: None)
-    assert not (tmp_path / "m").exists() and not (tmp_path / "s").exists()
+    spec, config = _job(tmp_path, pendulum, "edac", ["config.num_seeds=2"])
+    with pytest.raises(ValueError, match="edac's loss takes gradients inside itself"):
+        run_train(spec, config, run_dir=tmp_path / "e", progress=False, log=lambda _: None)
+    assert not (tmp_path / "m").exists() and not (tmp_path / "s").exists() and not (tmp_path / "e").exists()
     with pytest.raises(Exception, match="num_seeds"):
         _job(tmp_path, pendulum, "iql", ["config.num_seeds=0"])
 

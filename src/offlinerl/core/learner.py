@@ -123,6 +123,9 @@ def flush_denormals() -> Iterator[None]:
 class Learner:
     """Base learner; see the module docstring for the hooks."""
 
+    vectorizable: bool = True
+    """Whether seeds of this learner can train as one ``SeedStack`` (``config.num_seeds``): False for a loss that
+    differentiates inside itself (EDAC's action gradients), which ``torch.func.vmap`` cannot run."""
     separable_losses: bool = False
     """Declares that on every update each loss term reaches only its own optimizer's parameters (it meets the
     others' detached or under ``no_grad``, as IQL's and MARWIL's terms do): one backward of all the terms then

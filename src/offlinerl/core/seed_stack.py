@@ -51,6 +51,8 @@ def check_vectorizable(learner: Learner) -> None:
         raise ValueError(f"{name}: build the learner first")
     if getattr(learner.module, "shared", ()):
         raise ValueError("vectorised seeds cannot share submodules between modules (share_encoder)")
+    if not learner.vectorizable:
+        raise ValueError(f"{name}'s loss takes gradients inside itself; it cannot train vectorised seeds")
     if keeps_running_statistics(type(learner)):
         raise ValueError(f"{name} keeps running statistics outside its module; it cannot train vectorised seeds")
 

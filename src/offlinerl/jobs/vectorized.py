@@ -63,6 +63,9 @@ def vectorize_problem(spec_algorithm: str, config: AlgorithmConfig, dataset: str
         return (f"num_seeds: {config.num_seeds} trains its seeds in this process, but this job needs Ray for "
                 f"{reason}; train the seeds as separate jobs (offlinerl sweep --seeds) or set data.mode: in_memory "
                 "and num_learners: 0")
+    if not get_algorithm(spec_algorithm).learner_cls.vectorizable:
+        return (f"num_seeds > 1: {spec_algorithm}'s loss takes gradients inside itself, which one vectorised learner "
+                "(torch.func.vmap) cannot run; train the seeds as separate jobs (offlinerl sweep --seeds)")
     if keeps_running_statistics(get_algorithm(spec_algorithm).learner_cls):
         return (f"num_seeds > 1: {spec_algorithm} keeps running statistics outside its module, which one vectorised "
                 "learner cannot hold per seed; train the seeds as separate jobs (offlinerl sweep --seeds)")

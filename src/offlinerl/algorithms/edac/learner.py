@@ -11,6 +11,8 @@ __all__ = ["EDACLearner"]
 
 
 class EDACLearner(SACLearner):
+    vectorizable = False  # the diversity term's action gradients: autograd inside the loss, which vmap cannot run
+
     def configure_optimizers_for_module(self, module_id: str, module: RLModule) -> dict:
         require_api(module, ActorCriticAPI, "EDAC", ("sample_actions", "log_alpha", "q_and_action_gradients"))
         return super().configure_optimizers_for_module(module_id, module)
