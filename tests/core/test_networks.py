@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from offlinerl.core.networks import CPU_ROW_CHUNK, MLP, batched_layer, CNNEncoder, EnsembleMLP, Categorical, TanhGaussian
+from offlinerl.core.networks import CPU_BMM_MAX_ROWS, CPU_ROW_CHUNK, MLP, batched_layer, CNNEncoder, EnsembleMLP, Categorical, TanhGaussian
 
 
 def test_mlp_shapes():
@@ -24,6 +24,19 @@ def test_ensemble_mlp_equals_independent_members():
     for e in range(2):
         h = torch.relu(x @ ens.weights[0][e] + ens.biases[0][e])
         torch.testing.assert_close(out[e], h @ ens.weights[1][e] + ens.biases[1][e])
+
+
+def test_large_ensembles_on_small_batches_equal_their_independent_members():
+    """More than two members on at most CPU_BMM_MAX_ROWS rows run as one baddbmm per layer on CPU: each member's
+    output is still its own MLP's."""
+    torch.manual_seed(0)
+    ens = EnsembleMLP(5, 3, 1, [8])
+    for x in (torch.randn(CPU_BMM_MAX_ROWS, 3), torch.randn(5, 7, 3)):
+        out = ens(x)
+        for e in range(5):
+            xe = x if x.dim() == 2 else x[e]
+            h = torch.relu(xe @ ens.weights[0][e] + ens.biases[0][e])
+            torch.testing.assert_close(out[e], h @ ens.weights[1][e] + ens.biases[1][e])
 
 
 def test_ensemble_mlp_cpu_chunks_match_batched_product():
