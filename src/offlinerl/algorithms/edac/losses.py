@@ -12,13 +12,12 @@ gradients (a double backward). The module provides ``q_and_action_gradients(obs,
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from offlinerl import ops
 from offlinerl.algorithms.edac.config import EDACConfig
-from offlinerl.algorithms.sac.losses import actor_loss, critic_loss, soft_target
-from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
+from offlinerl.algorithms.sac.losses import actor_loss, critic_loss, policy_samples_and_target
+from offlinerl.core.columns import ACTIONS, OBS
 from offlinerl.core.loss import LossOut
 
 __all__ = ["diversity_loss", "edac_loss"]
@@ -34,14 +33,8 @@ def diversity_loss(grads: Tensor, eps: float = 1e-10) -> Tensor:
 
 def edac_loss(batch: dict[str, Tensor], module, config: EDACConfig) -> LossOut:
     """EDAC's {actor, critic, alpha} on one batch (see the module docstring)."""
-    obs, act, next_obs = batch[OBS], batch[ACTIONS], batch[NEXT_OBS]
-    b = obs.shape[0]
-    acts, logps = module.sample_actions(torch.cat([obs, next_obs]), 1)  # one policy forward over s and s'
-    a_new, logp_new = acts[0, :b], logps[0, :b]
-    with torch.no_grad():
-        next_q = ops.twin_min(module.target_q_values(next_obs, acts[0, b:].detach()))  # [B]
-        y = soft_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_q, logps[0, b:].detach(),
-                        module.log_alpha.exp(), config.gamma)
+    obs, act = batch[OBS], batch[ACTIONS]
+    a_new, logp_new, y = policy_samples_and_target(batch, module, config)
     q_data, grads = module.q_and_action_gradients(obs, act)  # [E,B], [E,B,A]
     critic = critic_loss(q_data, y)
     diversity = diversity_loss(grads)

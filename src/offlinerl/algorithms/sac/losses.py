@@ -23,7 +23,7 @@ from offlinerl.algorithms.sac.config import SACConfig
 from offlinerl.core.columns import ACTIONS, NEXT_OBS, OBS, REWARDS, TERMINATEDS
 from offlinerl.core.loss import LossOut
 
-__all__ = ["soft_target", "critic_loss", "actor_loss", "sac_loss"]
+__all__ = ["soft_target", "critic_loss", "actor_loss", "policy_samples_and_target", "sac_loss"]
 
 
 def soft_target(rewards: Tensor, terminateds: Tensor, next_q_min: Tensor, next_logp: Tensor, alpha: Tensor,
@@ -47,18 +47,24 @@ def actor_loss(logp: Tensor, q_min: Tensor, log_alpha: Tensor, target_entropy: f
                             "sac/q_pi_mean": q_min.detach().mean()})
 
 
-def sac_loss(batch: dict[str, Tensor], module, config: SACConfig) -> LossOut:
-    """SAC's {actor, critic, alpha} on one batch (see the module docstring)."""
-    obs, act, next_obs = batch[OBS], batch[ACTIONS], batch[NEXT_OBS]
+def policy_samples_and_target(batch: dict[str, Tensor], module, config: SACConfig) -> tuple[Tensor, Tensor, Tensor]:
+    """ã ~ π(·|s) [B,A] and its log π [B] (reparameterised), and the soft backup y [B] (no gradient), from one policy
+    forward over s and s'."""
+    obs, next_obs = batch[OBS], batch[NEXT_OBS]
     b = obs.shape[0]
-    # One policy forward over s and s': ã for the actor and temperature, a' for the target.
     acts, logps = module.sample_actions(torch.cat([obs, next_obs]), 1)  # [1,2B,A], [1,2B]
-    a_new, logp_new = acts[0, :b], logps[0, :b]
     with torch.no_grad():
         a_next, logp_next = acts[0, b:].detach(), logps[0, b:].detach()
         next_q = ops.twin_min(module.target_q_values(next_obs, a_next))  # [B]
         y = soft_target(config.reward_scale * batch[REWARDS], batch[TERMINATEDS], next_q, logp_next,
                         module.log_alpha.exp(), config.gamma)
+    return acts[0, :b], logps[0, :b], y
+
+
+def sac_loss(batch: dict[str, Tensor], module, config: SACConfig) -> LossOut:
+    """SAC's {actor, critic, alpha} on one batch (see the module docstring)."""
+    obs, act = batch[OBS], batch[ACTIONS]
+    a_new, logp_new, y = policy_samples_and_target(batch, module, config)
     # Data and policy actions scored by the Q ensemble in one forward.
     q = module.q_values(torch.stack([obs, obs]), torch.stack([act, a_new]))  # [E,2,B]
     critic = critic_loss(q[:, 0], y)
