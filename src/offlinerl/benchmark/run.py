@@ -294,9 +294,11 @@ def _plot(path: Path, summary: dict[str, Any]) -> None:
             n = min(len(c) for c in curves)
             x = np.array([p[0] for p in curves[0][:n]])
             y = np.array([[p[1] for p in c[:n]] for c in curves])
-            ax.plot(x, y.mean(0), label=f"{algorithm}: mean, band ± std over {len(curves)} seed(s)")
+            # markers: a curve of one evaluation (a budget of one evaluation interval) is a point, not a line
+            ax.plot(x, y.mean(0), marker="o", markersize=3,
+                    label=f"{algorithm}: mean, band ± std over {len(curves)} seed(s)")
             ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), alpha=0.2)
-        for value, what, style in ((0, "random", ":"), (100, "best in the dataset", "--")):  # the score's anchors
+        for value, what, style in ((0, "random", ":"), (100, "expert", "--")):  # the card's random_return / best_return
             ax.axhline(value, color="grey", linestyle=style, linewidth=1, label=f"{value} = {what}")
         ax.set_title(name)
         ax.set_xlabel("updates")
