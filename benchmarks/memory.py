@@ -111,7 +111,10 @@ def make(steps: int, out: str, seed: int, sigma: float, block: int, overwrite: b
 
     from offlinerl.env.collect import env_spec_json
     from offlinerl.episodes import SingleAgentEpisode, write_dataset
+    from offlinerl.episodes.atomic import OutputExistsError
 
+    if Path(out).exists() and not overwrite:  # before minutes of simulation, not after
+        raise SystemExit(f"{out} exists; pass --overwrite to replace it (only a dataset of ours is replaced)")
     n_episodes = -(-steps // EPISODE_STEPS)
     rng = np.random.default_rng(seed)
     first = simulate(min(block, n_episodes), rng, sigma)
@@ -130,12 +133,15 @@ def make(steps: int, out: str, seed: int, sigma: float, block: int, overwrite: b
             done += k
             bar.update(k * EPISODE_STEPS)
 
-    info = write_dataset(
-        episodes(), out, observation_space=env.observation_space, action_space=env.action_space,
-        env_id="Pendulum-v1", env_spec=env_spec_json("Pendulum-v1"), rows_per_file=2000, overwrite=overwrite,
-        provenance={"collector": "benchmarks/memory.py make", "seed": seed, "action_noise_sigma": sigma,
-                    "policy": "EnergySwingUp() of datasets/scripted_policies.py (the expert level), vectorised",
-                    "simulator": "Pendulum-v1 dynamics in numpy (float64), checked against gymnasium"})
+    try:
+        info = write_dataset(
+            episodes(), out, observation_space=env.observation_space, action_space=env.action_space,
+            env_id="Pendulum-v1", env_spec=env_spec_json("Pendulum-v1"), rows_per_file=2000, overwrite=overwrite,
+            provenance={"collector": "benchmarks/memory.py make", "seed": seed, "action_noise_sigma": sigma,
+                        "policy": "EnergySwingUp() of datasets/scripted_policies.py (the expert level), vectorised",
+                        "simulator": "Pendulum-v1 dynamics in numpy (float64), checked against gymnasium"})
+    except OutputExistsError as exc:  # e.g. --overwrite of a directory that is not a dataset of ours
+        raise SystemExit(str(exc)) from None
     bar.close()
     size = sum(f.stat().st_size for f in Path(out).glob("*.parquet"))
     print(f"{out}: {info.num_episodes} episodes, {info.num_steps} steps, {size / 2**20:.0f} MiB of parquet")
