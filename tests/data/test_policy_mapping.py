@@ -165,5 +165,5 @@ def test_online_experience_refuses_a_mapping(trio):
     from offlinerl.training.setup import check_online_env
 
     config = _config("shared")
-    with pytest.raises(ConfigError, match="^policy_mapping: online experience comes from single-agent gymnasium envs"):
+    with pytest.raises(ConfigError, match="^policy_mapping: maps the agents of a multi-agent env"):
         check_online_env(config, OnlineConfig(env="CartPole-v1"), OfflineData(trio, config), str(trio))

@@ -109,3 +109,30 @@ def test_a_mixed_source_waits_for_its_replay_contents_after_a_restore():
         again.next_batch()
     assert again.restore_online(_cols(0, 6)) == 4
     assert torch.equal(again.next_batch()["rewards"], expected)
+
+
+def test_each_module_of_a_multi_agent_job_mixes_its_own_replay_with_its_own_offline_rows():
+    from offlinerl.data.replay import MixedSpec
+    from offlinerl.data.sources import MultiModuleInMemorySpec
+
+    offline = {"a": _cols(0, 10), "b": _cols(100, 10)}  # module b's rows are >= 100, its online ones >= 1000
+    source = MixedSpec(MultiModuleInMemorySpec(offline, batch_size=8, seed=0), capacity=6, batch_size=8,
+                       online_fraction=0.5, seed=1).build(torch.device("cpu"))
+    assert set(source.next_batch()) == {"a", "b"} and source.add_online({"b": _cols(1000, 4)}) == 4
+    batch = source.next_batch()
+    assert (batch["a"]["rewards"] < 10).all()  # a has no online transitions yet: all offline
+    b = batch["b"]["rewards"].numpy()
+    assert ((b >= 100) & (b < 110)).sum() == 4 and (b >= 1000).sum() == 4
+    assert source.add_online({"a": _cols(50, 9), "b": _cols(1004, 1)}) == 6 + 5  # a keeps its newest 6
+    np.testing.assert_array_equal(source.sources["a"].online.contents()["rewards"].numpy(), [53, 54, 55, 56, 57, 58])
+    state = source.get_state()
+    restored = MixedSpec(MultiModuleInMemorySpec(offline, batch_size=8, seed=0), capacity=6, batch_size=8,
+                         online_fraction=0.5, seed=1).build(torch.device("cpu"))
+    restored.set_state(state)
+    restored.restore_online({"a": _cols(50, 9), "b": _cols(1000, 5)})
+    for _ in range(3):
+        x, y = source.next_batch(), restored.next_batch()
+        for mid in ("a", "b"):
+            torch.testing.assert_close(x[mid]["rewards"], y[mid]["rewards"])
+    with pytest.raises(ValueError, match=r"online transitions of modules \['c'\]"):
+        source.add_online({"c": _cols(0, 1)})

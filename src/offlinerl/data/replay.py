@@ -25,7 +25,7 @@ import torch
 from offlinerl.core import columns as C
 from offlinerl.core.tensors import to_tensor, to_tensors
 
-__all__ = ["ReplayBuffer", "MixedBatchSource", "MixedSpec", "MIXING"]
+__all__ = ["ReplayBuffer", "MixedBatchSource", "MultiModuleMixedSource", "MixedSpec", "MIXING"]
 
 #: How a mixed batch splits between online and offline transitions (``MixedBatchSource.mixing``).
 MIXING = ("fixed", "proportional")
@@ -222,15 +222,16 @@ class MixedBatchSource:
         return int(round(share * self.batch_size))
 
     def add_online(self, batch: Columns) -> int:
-        """Add online transitions; returns the transitions the replay holds."""
-        self.online.add(batch)
+        """Add online transitions (columns, or ``{module_id: columns}`` of this source's module); returns the
+        transitions the replay holds."""
+        self.online.add(_single(batch, self.module_id))
         return len(self.online)
 
     def restore_online(self, columns: Columns) -> int:
         """Give the replay restored by ``set_state`` its transitions back (oldest first); returns how many it holds."""
         if self._online_state is None:
             raise RuntimeError("restore_online follows set_state (which restores the replay's counters)")
-        self.online.set_state(self._online_state, columns)
+        self.online.set_state(self._online_state, _single(columns, self.module_id))
         self._online_state = None
         return len(self.online)
 
@@ -320,10 +321,65 @@ class MixedSpec:
     num_offline: int | None = None
     """Offline transitions of this learner's shard when they are not arrays (streaming), for proportional mixing."""
 
-    def build(self, device: torch.device) -> MixedBatchSource:
-        from offlinerl.data.sources import InMemorySpec
+    def build(self, device: torch.device) -> "MixedBatchSource | MultiModuleMixedSource":
+        from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, MultiModuleSpec, resolve
 
+        if isinstance(self.offline, MultiModuleInMemorySpec):  # several modules: one mixed source each
+            per_module = sorted(resolve(self.offline.per_module).items())
+            return MultiModuleMixedSource({m: self._mixed(arrays, device, m, j, None)
+                                           for j, (m, arrays) in enumerate(per_module)})
+        if isinstance(self.offline, MultiModuleSpec):
+            specs = sorted(self.offline.specs.items())
+            share = None if self.num_offline is None else max(1, self.num_offline // len(specs))
+            return MultiModuleMixedSource({m: self._mixed(spec.build(device), device, m, j, share)
+                                           for j, (m, spec) in enumerate(specs)})
         offline = self.offline.resolve_arrays() if isinstance(self.offline, InMemorySpec) else self.offline.build(device)
+        return self._mixed(offline, device, getattr(self.offline, "module_id", C.DEFAULT_MODULE_ID), 0, self.num_offline)
+
+    def _mixed(self, offline: Any, device: torch.device, module_id: str, index: int,
+               num_offline: int | None) -> MixedBatchSource:
+        """Module ``module_id``'s mixed source (the ``index``-th module: its generator seeded ``seed + index``)."""
         return MixedBatchSource(offline, ReplayBuffer(self.capacity, device), batch_size=self.batch_size,
-                                online_fraction=self.online_fraction, mixing=self.mixing, num_offline=self.num_offline,
-                                module_id=C.DEFAULT_MODULE_ID, seed=self.seed)
+                                online_fraction=self.online_fraction, mixing=self.mixing, num_offline=num_offline,
+                                module_id=module_id, seed=self.seed + index)
+
+
+class MultiModuleMixedSource:
+    """One ``MixedBatchSource`` per module of a multi-agent job, each mixing its module's replay with its module's
+    offline data; online transitions come as ``{module_id: columns}`` (an agent's go to the module acting for it),
+    and a batch holds every module's."""
+
+    def __init__(self, sources: Mapping[str, MixedBatchSource]) -> None:
+        self.sources = dict(sorted(sources.items()))
+
+    def next_batch(self) -> dict[str, Any]:
+        return {mid: src.next_batch()[mid] for mid, src in self.sources.items()}
+
+    def _each(self, method: str, batch: Mapping[str, Columns]) -> int:
+        unknown = sorted(set(batch) - set(self.sources))
+        if unknown:
+            raise ValueError(f"online transitions of modules {unknown}; this learner trains {sorted(self.sources)}")
+        for mid, columns in batch.items():
+            if columns and _num_rows(columns):
+                getattr(self.sources[mid], method)(columns)
+        return sum(len(src.online) for src in self.sources.values())
+
+    def add_online(self, batch: Mapping[str, Columns]) -> int:
+        """Add each module's online transitions to its replay; returns the transitions all replays hold."""
+        return self._each("add_online", batch)
+
+    def restore_online(self, batch: Mapping[str, Columns]) -> int:
+        """After ``set_state``: give each module's replay its transitions back; returns what all of them hold."""
+        return self._each("restore_online", batch)
+
+    def get_state(self) -> dict[str, Any]:
+        return {mid: src.get_state() for mid, src in self.sources.items()}
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        for mid, src in self.sources.items():
+            src.set_state(state[mid])
+
+    def close(self) -> None:
+        for src in self.sources.values():
+            if src.offline_source is not None and hasattr(src.offline_source, "close"):
+                src.offline_source.close()

@@ -193,13 +193,13 @@ class InMemorySpec:
 
     def resolve_arrays(self) -> Mapping[str, Any]:
         """The arrays (fetched from the object store if they were put there)."""
-        return _resolve(self.arrays)
+        return resolve(self.arrays)
 
     def build(self, device: torch.device) -> InMemorySource:
         return InMemorySource(self.resolve_arrays(), self.batch_size, self.seed, device, module_id=self.module_id)
 
 
-def _resolve(value: Any) -> Any:
+def resolve(value: Any) -> Any:
     """``value``, fetched from the object store if it was put there."""
     if type(value).__name__ == "ObjectRef":
         import ray
@@ -248,7 +248,7 @@ class MultiModuleInMemorySpec:
     seed: int
 
     def build(self, device: torch.device) -> MultiModuleInMemorySource:
-        return MultiModuleInMemorySource(_resolve(self.per_module), self.batch_size, self.seed, device)
+        return MultiModuleInMemorySource(resolve(self.per_module), self.batch_size, self.seed, device)
 
 
 @dataclass

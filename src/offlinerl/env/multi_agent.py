@@ -94,6 +94,12 @@ class ModuleJointPolicy:
         self.device = device
         self._module_of: dict[str, str] = {}
 
+    def set_state(self, weights: Mapping[str, Any], env_to_module: Mapping[str, ConnectorPipeline]) -> None:
+        """Act with ``weights`` (the module's inference-only state) and each module's ``env_to_module`` pipeline
+        from now on (an online job's runner, after every update)."""
+        self.module.load_state_dict(dict(weights))
+        self.env_to_module = dict(env_to_module)
+
     def _pipeline(self, module_id: str) -> ConnectorPipeline:
         if isinstance(self.env_to_module, Mapping):
             return self.env_to_module[module_id]

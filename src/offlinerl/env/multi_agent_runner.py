@@ -25,7 +25,7 @@ from offlinerl.env.env_runner_group import gather_restarting
 from offlinerl.env.multi_agent import (JointPolicy, ModuleJointPolicy, RandomJointPolicy, TeamEpisodes, env_spaces,
                                        run_team_episodes)
 
-__all__ = ["TeamRunnerConfig", "team_policy", "record_team_episodes", "MultiAgentEnvRunner",
+__all__ = ["TeamRunnerConfig", "team_policy", "record_team_episodes", "LiveTeamPolicyFactory", "MultiAgentEnvRunner",
            "MultiAgentEnvRunnerGroup"]
 
 
@@ -80,6 +80,27 @@ def record_team_episodes(env: Any, policy: JointPolicy, seed: int, indices: Sequ
     return out
 
 
+class LiveTeamPolicyFactory:
+    """Picklable: an online job's joint policy, built in each runner from ``module_spec`` (inference-only modules,
+    sampled actions with ``explore``); its weights and each module's observation statistics arrive with
+    ``MultiAgentEnvRunner.set_state`` before it acts."""
+
+    def __init__(self, module_spec: Any, observation_space: Any, normalize: bool, explore: bool = True) -> None:
+        self.module_spec, self.observation_space = module_spec, observation_space
+        self.normalize, self.explore = normalize, explore
+
+    def env_to_module(self, states: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        """Each module's env-to-module pipeline with its connector state (``{module_id: state}``)."""
+        from offlinerl.connectors import env_to_module_pipeline
+
+        return {mid: env_to_module_pipeline(self.observation_space, self.normalize, states.get(mid))
+                for mid in self.module_spec.specs}
+
+    def __call__(self, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any]) -> JointPolicy:
+        module = self.module_spec.build(inference_only=True).eval()
+        return ModuleJointPolicy(module, self.env_to_module({}), action_spaces, explore=self.explore)
+
+
 class _EpsilonJoint:
     """A joint policy whose agents each act uniformly at random with probability ``epsilon`` (no ``action_logp``)."""
 
@@ -115,10 +136,27 @@ class MultiAgentEnvRunner:
         observation_spaces, self.action_spaces = env_spaces(self.env)
         self.policy = policy if policy is not None else team_policy(config, observation_spaces, self.action_spaces)
 
-    def record(self, indices: Sequence[int]) -> TeamEpisodes:
-        """Episodes ``indices`` of the recording (:func:`record_team_episodes`)."""
-        return record_team_episodes(self.env, self.policy, self.config.seed, indices, epsilon=self.config.epsilon,
-                                    action_spaces=self.action_spaces)
+    def record(self, indices: Sequence[int], seed: int | None = None) -> TeamEpisodes:
+        """Episodes ``indices`` of the recording (:func:`record_team_episodes`); ``seed``: instead of the config's
+        (an online job's iteration)."""
+        return record_team_episodes(self.env, self.policy, self.config.seed if seed is None else seed, indices,
+                                    epsilon=self.config.epsilon, action_spaces=self.action_spaces)
+
+    def set_state(self, state: Mapping[str, Any]) -> bool:
+        """An online job's sync: ``{"policy": inference-only weights, "connectors": {module_id: state}}`` into the
+        joint policy (built by a :class:`LiveTeamPolicyFactory`)."""
+        self.policy.set_state(state["policy"], self.config.policy_factory.env_to_module(state["connectors"]))
+        return True
+
+    def node_id(self) -> str | None:
+        """The Ray node this runner runs on (None without Ray)."""
+        from offlinerl.ray_utils import node_id
+
+        return node_id()
+
+    def node_ids(self) -> list[str | None]:
+        """As a group of one (in this process): the driver's node."""
+        return [self.node_id()]
 
     def stop(self) -> None:
         self.env.close()
@@ -142,15 +180,21 @@ class MultiAgentEnvRunnerGroup:
         self.config = config
         self.num_restarts = 0
         self._restarted = [False] * num_env_runners
+        self._state: dict[str, Any] | None = None
         self._remote_cls = ray.remote(num_cpus=self.num_cpus_per_env_runner, max_restarts=0)(MultiAgentEnvRunner)
         self._actors = [self._remote_cls.remote(config, worker_index=i + 1) for i in range(num_env_runners)]
 
-    def record(self, indices: Sequence[int]) -> TeamEpisodes:
-        """Episodes ``indices``, split into contiguous runs over the runners and merged back in their order."""
+    @property
+    def num_env_runners(self) -> int:
+        return len(self._actors)
+
+    def record(self, indices: Sequence[int], seed: int | None = None) -> TeamEpisodes:
+        """Episodes ``indices``, split into contiguous runs over the runners and merged back in their order
+        (``seed``: instead of the config's)."""
         indices = list(indices)
         bounds = np.linspace(0, len(indices), len(self._actors) + 1).astype(int)
         runs = [indices[bounds[i]:bounds[i + 1]] for i in range(len(self._actors))]
-        results = gather_restarting(lambda i: self._actors[i].record.remote(runs[i]),
+        results = gather_restarting(lambda i: self._actors[i].record.remote(runs[i], seed),
                                     [i for i, run in enumerate(runs) if run], self._restart, len(runs))
         out = TeamEpisodes()
         for played in (r for r in results if r is not None):
@@ -160,6 +204,19 @@ class MultiAgentEnvRunnerGroup:
             for agent, returns in played.agent_returns.items():
                 out.agent_returns.setdefault(agent, []).extend(returns)
         return out
+
+    def node_ids(self) -> list[str | None]:
+        """The Ray node of each runner."""
+        import ray
+
+        return ray.get([actor.node_id.remote() for actor in self._actors])
+
+    def sync_state(self, state: Mapping[str, Any]) -> None:
+        """``MultiAgentEnvRunner.set_state`` on every runner (kept for a runner that is restarted)."""
+        import ray
+
+        self._state = dict(state)
+        ray.get([actor.set_state.remote(self._state) for actor in self._actors])
 
     def _restart(self, index: int, error: BaseException) -> None:
         import ray
@@ -175,6 +232,8 @@ class MultiAgentEnvRunnerGroup:
         self._restarted[index] = True
         self.num_restarts += 1
         self._actors[index] = self._remote_cls.remote(self.config, worker_index=index + 1)
+        if self._state is not None:  # an online job's runner acts with the weights it had
+            self._actors[index].set_state.remote(self._state)
 
     def stop(self) -> None:
         import ray

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -43,6 +44,7 @@ from offlinerl.core import columns as C
 from offlinerl.core import metrics as M
 from offlinerl.core.learner import POLICY_OPTIMIZERS
 from offlinerl.core.learner_group import LearnerGroup
+from offlinerl.core.policy_mapping import mapped_module_id
 from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
@@ -53,10 +55,17 @@ from offlinerl.training import resume as _resume
 from offlinerl.training import setup as _setup
 from offlinerl.training.checkpoint import DEPLOYED_KEY, Checkpoint, allow_class, load_checkpoint, write_checkpoint
 from offlinerl.training.experience import OnlineExperience
+from offlinerl.training.team_experience import TeamExperience
+from offlinerl.trusted import is_pettingzoo
 from offlinerl.training.gate import PolicyGate
 from offlinerl.training.online_config import OnlineConfig
 
 __all__ = ["Algorithm"]
+
+
+def _row_module(policy_mapping: Any, episode: Any) -> str:
+    """The module an agent's online episode trains: as its rows would be read from a dataset."""
+    return mapped_module_id(policy_mapping, episode.module_id, episode.agent_id)
 
 
 class Algorithm:
@@ -118,8 +127,9 @@ class Algorithm:
         if online is not None:  # each learner mixes its own offline shard with its own replay
             capacity = math.ceil(online.replay_capacity / len(specs))
             shard_steps = self.offline_data.info.num_steps // len(specs)  # what a streaming shard holds, about
-            specs = [MixedSpec(s, capacity, config.train_batch_size, online.online_fraction, s.seed + 1,
-                               mixing=online.mixing, num_offline=shard_steps) for s in specs]
+            specs = [MixedSpec(s, capacity, config.train_batch_size, online.online_fraction,
+                               getattr(s, "seed", config.seed + i) + 1, mixing=online.mixing, num_offline=shard_steps)
+                     for i, s in enumerate(specs)]
         self.learner_group = LearnerGroup(config, self.learner_class, self.module_spec)
         self.learner_group.set_sources(specs)
         self.setup_time_s = time.perf_counter() - t0
@@ -144,8 +154,18 @@ class Algorithm:
             raise
         self.sync_weights()
 
-    def _build_experience(self, online: OnlineConfig, capacity: int) -> OnlineExperience:
+    def _build_experience(self, online: OnlineConfig, capacity: int) -> OnlineExperience | TeamExperience:
         ev = self.config.evaluation
+        if is_pettingzoo(self.online_env_id()):  # each agent's experience to the module acting for it
+            data = self.offline_data
+            return TeamExperience(
+                online, seed=self.config.seed, module_spec=self.module_spec,
+                learner_pipelines={mid: data.learner_pipeline(normalize=True, module_id=mid) for mid in data.module_ids},
+                module_of=partial(_row_module, self.config.policy_mapping),
+                normalize=self.config.normalize_observations, observation_space=data.observation_space,
+                action_space=data.action_space, env=self.online_env_id(),
+                env_kwargs=_setup.online_env_kwargs(self.config, online, data), num_learners=self.learner_group.num_shards,
+                capacity_per_learner=capacity)
         return OnlineExperience(
             online, seed=self.config.seed, module_spec=self.module_spec.specs[C.DEFAULT_MODULE_ID],
             learner_pipeline=self.offline_data.learner_pipeline(normalize=True), env_to_module=self.env_to_module,
@@ -173,7 +193,7 @@ class Algorithm:
         metrics = dict(self.learner_group.update(self.config.updates_per_iteration,
                                                  hold=POLICY_OPTIMIZERS if warmup else ()))
         t3 = time.perf_counter()
-        self.env_steps += sum(len(c) for c in chunks)
+        self.env_steps += self.experience.steps(chunks)
         self.weights_seq_no += 1
         metrics.update(self.experience.metrics())
         metrics.update({
@@ -230,6 +250,10 @@ class Algorithm:
         episode ``j`` reset with ``seed + j``: the evaluation module's policy, or ``weights`` (loaded into it)."""
         if weights is not None:
             self.eval_module.load_state_dict(weights)
+        if _setup.team_evaluation(self.config, self.offline_data):
+            played = team_episodes(self.eval_module, self.eval_env_id(), self.team_env_to_module(), episodes=episodes,
+                                   seed=seed, env_kwargs=self.eval_env_kwargs())
+            return played.returns, played.lengths
         if self.experience is not None and self.experience.eval_runners is not None:
             return self.experience.evaluate_episodes(episodes, seed, weights=self.eval_module.state_dict())
         return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,

@@ -43,7 +43,7 @@ from offlinerl.training.checkpoint_replay import ReplayEpisodes
 from offlinerl.training.online_config import OnlineConfig
 from offlinerl.training.recording import OnlineRecording
 
-__all__ = ["OnlineExperience", "episode_seed"]
+__all__ = ["ReplayLedger", "OnlineExperience", "episode_seed"]
 
 Columns = dict[str, np.ndarray]
 
@@ -69,7 +69,81 @@ def _split(transitions: Mapping[str, np.ndarray], parts: int) -> list[Columns]:
     return [{k: v[bounds[i]:bounds[i + 1]] for k, v in transitions.items()} for i in range(parts)]
 
 
-class OnlineExperience:
+def _concat(parts: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Columns (or ``{module_id: columns}``) of consecutive parts joined, oldest first."""
+    keyed: dict[str, list[Any]] = {}
+    for part in parts:
+        for k, v in part.items():
+            keyed.setdefault(k, []).append(v)
+    return {k: _concat(v) if isinstance(v[0], Mapping) else np.concatenate(v) for k, v in keyed.items()}
+
+
+class ReplayLedger:
+    """The adds to the learners' replays, kept while any of their transitions may still be in one (module
+    docstring): what a checkpoint writes (``replay_episodes``) and what ``rebuild`` turns back into every
+    replay's transitions. A subclass says how episodes become each learner's part (``_shards``)."""
+
+    def __init__(self, *, observation_space: gym.Space, action_space: gym.Space, num_learners: int,
+                 capacity_per_learner: int) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+        self.num_learners = num_learners
+        self.capacity = capacity_per_learner
+        self.replay_size = 0
+        """Transitions the learners' replays hold (all learners)."""
+        self._adds: list[_Add] = []
+        self._totals: list[int] = []
+
+    def _shards(self, episodes: list[SingleAgentEpisode]) -> tuple[list[Columns], list[int]]:
+        """Each learner's part of the transitions ``episodes`` make, and the rows each replay (a learner's, or a
+        learner's module's) gets from them."""
+        raise NotImplementedError
+
+    def _usable(self, chunks: list[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
+        """The experience the learner may use now."""
+        return chunks
+
+    def to_learners(self, chunks: list[SingleAgentEpisode], iteration: int) -> list[Columns] | None:
+        """Each learner's part of the transitions the chunks ``iteration`` sampled make (None: nothing usable yet)."""
+        usable = self._usable(chunks)
+        if not usable:
+            return None
+        shards, rows = self._shards(usable)
+        self._remember(_Add(iteration, usable, rows))
+        return shards
+
+    def _remember(self, add: _Add) -> None:
+        """Keep the adds whose transitions may still be in some replay (the newest ``capacity`` of each)."""
+        self._adds.append(add)
+        self._totals = [t + r for t, r in zip(self._totals or [0] * len(add.rows), add.rows)]
+        first = len(self._adds)
+        for replay, total in enumerate(self._totals):
+            need, held = min(total, self.capacity), 0
+            for i in range(len(self._adds) - 1, -1, -1):
+                if held >= need:
+                    break
+                held += self._adds[i].rows[replay]
+                first = min(first, i)
+        del self._adds[:first]
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+    def replay_episodes(self) -> ReplayEpisodes:
+        """What a checkpoint keeps to rebuild the replays (episodes still waiting to complete are not kept)."""
+        return ReplayEpisodes([a.episodes for a in self._adds], [a.iteration for a in self._adds],
+                              self.observation_space, self.action_space)
+
+    def rebuild(self, replay: ReplayEpisodes) -> list[Columns]:
+        """Every learner's transitions, oldest first, from a checkpoint's episodes (the same pipeline and split)."""
+        self._adds, self._totals = [], []
+        parts: list[list[Columns]] = [[] for _ in range(self.num_learners)]
+        for iteration, episodes in zip(replay.iterations, replay.groups):
+            shards, rows = self._shards(list(episodes))
+            self._remember(_Add(int(iteration), list(episodes), rows))
+            for learner, shard in enumerate(shards):
+                parts[learner].append(shard)
+        return [_concat(part) for part in parts]
+
+
+class OnlineExperience(ReplayLedger):
     """Sampling runners (and evaluation runners), episodes waiting to complete, and the adds to the replays."""
 
     def __init__(
@@ -90,13 +164,12 @@ class OnlineExperience:
         num_learners: int,
         capacity_per_learner: int,
     ) -> None:
+        super().__init__(observation_space=observation_space, action_space=action_space, num_learners=num_learners,
+                         capacity_per_learner=capacity_per_learner)
         self.online = online
         self.seed = seed
         self.learner_pipeline = learner_pipeline
         self.needs_complete_episodes = learner_pipeline.needs_complete_episodes
-        self.observation_space, self.action_space = observation_space, action_space
-        self.num_learners = num_learners
-        self.capacity = capacity_per_learner
         policy = ModulePolicyFactory(module_spec)
         # Only what acting needs travels to the runners (no critics, no target networks).
         self._acting_keys = set(module_spec.build(inference_only=True).state_dict())
@@ -118,11 +191,7 @@ class OnlineExperience:
         self._state: dict[str, Any] = {}
         self.recording: OnlineRecording | None = None
         """Where sampled chunks are also written (``offlinerl finetune --record``); None: nowhere."""
-        self.replay_size = 0
-        """Transitions the learners' replays hold (all learners)."""
         self._pending: dict[str, list[SingleAgentEpisode]] = {}
-        self._adds: list[_Add] = []
-        self._totals = [0] * num_learners
 
     # -- sampling -----------------------------------------------------------------------------------
     def sample(self, iteration: int) -> list[SingleAgentEpisode]:
@@ -144,45 +213,17 @@ class OnlineExperience:
                 done.append(SingleAgentEpisode.concat(self._pending.pop(c.id)))
         return done
 
-    def to_learners(self, chunks: list[SingleAgentEpisode], iteration: int) -> list[Columns] | None:
-        """Each learner's part of the transitions the chunks ``iteration`` sampled make (None: nothing usable yet)."""
-        usable = self._usable(chunks)
-        if not usable:
-            return None
-        shards = _split(self.learner_pipeline({}, EpisodeColumns.from_episodes(usable)), self.num_learners)
-        self._remember(_Add(iteration, usable, [len(s[C.OBS]) for s in shards]))
-        return shards
-
-    def _remember(self, add: _Add) -> None:
-        """Keep the adds whose transitions may still be in some learner's replay (the newest ``capacity``)."""
-        self._adds.append(add)
-        self._totals = [t + r for t, r in zip(self._totals, add.rows)]
-        first = len(self._adds)
-        for learner, total in enumerate(self._totals):
-            need, held = min(total, self.capacity), 0
-            for i in range(len(self._adds) - 1, -1, -1):
-                if held >= need:
-                    break
-                held += self._adds[i].rows[learner]
-                first = min(first, i)
-        del self._adds[:first]
-
-    # -- checkpoints ----------------------------------------------------------------------------------
-    def replay_episodes(self) -> ReplayEpisodes:
-        """What a checkpoint keeps to rebuild the replays (episodes still waiting to complete are not kept)."""
-        return ReplayEpisodes([a.episodes for a in self._adds], [a.iteration for a in self._adds],
-                              self.observation_space, self.action_space)
+    def _shards(self, episodes: list[SingleAgentEpisode]) -> tuple[list[Columns], list[int]]:
+        shards = _split(self.learner_pipeline({}, EpisodeColumns.from_episodes(episodes)), self.num_learners)
+        return shards, [len(s[C.OBS]) for s in shards]
 
     def rebuild(self, replay: ReplayEpisodes) -> list[Columns]:
-        """Every learner's transitions, oldest first, from a checkpoint's episodes (the same pipeline and split)."""
-        self._pending, self._adds, self._totals = {}, [], [0] * self.num_learners
-        parts: list[list[Columns]] = [[] for _ in range(self.num_learners)]
-        for iteration, episodes in zip(replay.iterations, replay.groups):
-            shards = _split(self.learner_pipeline({}, EpisodeColumns.from_episodes(list(episodes))), self.num_learners)
-            self._remember(_Add(int(iteration), list(episodes), [len(s[C.OBS]) for s in shards]))
-            for learner, shard in enumerate(shards):
-                parts[learner].append(shard)
-        return [{k: np.concatenate([p[k] for p in part]) for k in part[0]} if part else {} for part in parts]
+        self._pending = {}
+        return super().rebuild(replay)
+
+    def steps(self, chunks: list[SingleAgentEpisode]) -> int:
+        """Env steps the sampled ``chunks`` took."""
+        return sum(len(c) for c in chunks)
 
     # -- weights and connector state --------------------------------------------------------------------
     def _acting(self, weights: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,13 +20,15 @@ class OnlineConfig:
     """How online experience is gathered and mixed with the offline dataset."""
 
     env: str | None = None
-    """Gymnasium env to act in; None = the checkpoint's evaluation env (else its dataset's env id)."""
+    """Env to act in: a gymnasium id, or ``pettingzoo:MODULE`` for a multi-agent job (every agent's experience to
+    the module acting for it); None = the checkpoint's evaluation env (else its dataset's env id)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gymnasium.make`` (None env: the evaluation config's)."""
     num_env_runners: int = 0
-    """EnvRunner Ray actors sampling experience (0 = in this process)."""
+    """EnvRunner Ray actors sampling experience (0 = in this process); ``MultiAgentEnvRunner`` actors for a
+    PettingZoo env."""
     num_envs: int = 1
-    """Vector-env width per runner."""
+    """Vector-env width per runner (a PettingZoo env: 1)."""
     num_cpus_per_env_runner: float = 1.0
     """CPUs each EnvRunner actor (sampling or evaluation) reserves; fractions share a CPU."""
     env_steps_per_iteration: int = 1000

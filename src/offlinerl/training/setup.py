@@ -107,18 +107,32 @@ def check_eval_env(config: AlgorithmConfig, data: OfflineData, dataset: str) -> 
 
 
 def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: OfflineData, dataset: str) -> None:
-    """Online experience is single-agent, from an env with the dataset's spaces (``EnvMismatchError``)."""
-    if data.multi_module:
-        raise ConfigError(f"online: the dataset holds {len(data.module_ids)} modules; online experience comes "
-                          "from single-agent gymnasium envs")
-    if config.policy_mapping is not None:
-        raise ConfigError("policy_mapping: online experience comes from single-agent gymnasium envs; drop it")
+    """Online experience comes from an env with the dataset's spaces: a gymnasium env for one module, or a
+    PettingZoo env (``pettingzoo:MODULE``) whose agents the job's modules act for (``EnvMismatchError``)."""
     evaluable = can_evaluate(config, data)
     if online.env is None and not evaluable:
         raise ConfigError("online.env: the dataset names no env and evaluation.env is not set")
     if online.promotion == "gated" and not evaluable:
         raise ConfigError("online.promotion: gated scores policies in the evaluation env; the dataset names none "
                           "and evaluation.env is not set")
+    if is_pettingzoo(online_env_id(config, online, data)):
+        if online.num_eval_env_runners:
+            raise ConfigError("online.num_eval_env_runners: a multi-agent job evaluates its team in this process; "
+                              "set it to 0")
+        if online.num_envs != 1:
+            raise ConfigError("online.num_envs: a multi-agent runner plays one PettingZoo env at a time; set it to 1 "
+                              "(online.num_env_runners runs more of them)")
+        if online.env is not None:
+            check_team_env(online.env, data.observation_space, data.action_space, list(data.module_ids),
+                           online.env_kwargs, policy_mapping=config.policy_mapping, trusted=True,
+                           what=f"the dataset {dataset}")
+        return
+    if data.multi_module:
+        raise ConfigError(f"online.env: the dataset trains {len(data.module_ids)} modules; their online experience "
+                          "comes from a multi-agent env (pettingzoo:MODULE), not a gymnasium env")
+    if config.policy_mapping is not None:
+        raise ConfigError("policy_mapping: maps the agents of a multi-agent env (pettingzoo:MODULE); online.env is "
+                          "a gymnasium env: drop the mapping or name a PettingZoo env")
     if online.env is not None:
         check_env(online.env, data.observation_space, data.action_space, online.env_kwargs,
                   trusted=True, what=f"the dataset {dataset}")
