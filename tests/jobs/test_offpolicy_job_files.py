@@ -58,3 +58,16 @@ def test_finetune_pipeline_overrides_its_offline_config_within_the_budget(name):
     gates = iterations // online.gate_interval if online.promotion == "gated" else 0
     worst = iterations * online.env_steps_per_iteration + gates * 2 * online.gate_episodes * gym.spec(env_id).max_episode_steps
     assert worst <= FINETUNE_BUDGET
+
+
+def test_the_multi_agent_finetune_job_applies_onto_spread_iql():
+    """``spread-iql-finetune.yaml`` merges onto ``spread-iql.yaml``'s config and names nothing a team fine-tune
+    refuses (vector envs, remote evaluation runners)."""
+    from offlinerl.config_io import merge, to_dict
+    from offlinerl.jobs.spec import load_finetune_spec
+
+    offline, config = load_job_spec(JOB_FILES / "spread-iql.yaml")
+    ft = load_finetune_spec(JOB_FILES / "spread-iql-finetune.yaml", checkpoint="unused")
+    tuned = type(config).from_dict(merge(to_dict(config), ft.config))
+    assert tuned.updates_per_iteration == 1000 and tuned.expectile == config.expectile
+    assert ft.online.num_envs == 1 and ft.online.num_eval_env_runners == 0 and ft.online.promotion == "gated"
