@@ -145,3 +145,37 @@ def test_streaming_blocks_hold_about_block_bytes_whatever_the_files(ray_session,
     assert old.transitions(block_bytes=-(-size // 40)).materialize().num_blocks() == 40  # not one block
     old.info = dataclasses.replace(old.info, num_steps=20)  # then its steps bound the blocks
     assert old.transitions(block_bytes=1).materialize().num_blocks() == 20
+
+
+def test_the_ray_map_function_hands_ray_data_the_same_transitions_as_arrow_it_keeps(ray_session, cartpole, tmp_path):
+    """``transitions_block`` (what ``map_batches`` runs) is ``episodes_to_transitions`` as an Arrow table: Ray Data
+    turns it back into exactly those arrays (dtypes and shapes too), for a multi-agent block's string column too."""
+    import ray.data
+
+    from offlinerl.data.offline_data import MODULE_COLUMN, episodes_to_transitions, transitions_block
+    from offlinerl.episodes import parquet_files
+
+    import gymnasium as gym
+
+    from offlinerl.episodes import SingleAgentEpisode, write_dataset
+
+    rng = np.random.default_rng(0)
+    team = [SingleAgentEpisode(f"ep{i}", obs=rng.normal(size=(6, 2)).astype(np.float32), actions=rng.integers(0, 2, 5),
+                               rewards=np.ones(5), terminated=True, agent_id=agent) for i in range(3) for agent in "ab"]
+    write_dataset(team, tmp_path / "team", observation_space=gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+                  action_space=gym.spaces.Discrete(2))
+    for path in (cartpole, tmp_path / "team"):
+        data = OfflineData(path, MARWILConfig(normalize_observations=True))
+        kwargs = data._transition_kwargs(normalize=False)  # as in-memory mode reads (a team's: with the module column)
+        table = pq.read_table(parquet_files(path)[0], columns=data._read_columns())
+        expected = episodes_to_transitions(table, **kwargs)
+        block = transitions_block(table, **kwargs)
+        assert isinstance(block, pa.Table) and block.column_names == list(expected)
+        got = ray.data.from_arrow(block).take_batch(block.num_rows, batch_format="numpy")
+        assert set(got) == set(expected) and (MODULE_COLUMN in got) == data.multi_module
+        for k, v in expected.items():
+            if v.dtype.kind == "U":  # Ray Data hands any string column back as Python strings
+                np.testing.assert_array_equal(got[k].astype(str), v)
+                continue
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape, k
+            np.testing.assert_array_equal(got[k], v)
