@@ -24,6 +24,7 @@ import torch
 
 from offlinerl.core import columns as C
 from offlinerl.core.tensors import to_tensor, to_tensors
+from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, MultiModuleSource, MultiModuleSpec, resolve
 
 __all__ = ["ReplayBuffer", "MixedBatchSource", "MultiModuleMixedSource", "MixedSpec", "MIXING"]
 
@@ -283,6 +284,11 @@ class MixedBatchSource:
             state["offline"] = self.offline_source.get_state()
         return state
 
+    def close(self) -> None:
+        """Stop the offline source's stream (if it has one)."""
+        if self.offline_source is not None and hasattr(self.offline_source, "close"):
+            self.offline_source.close()
+
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Restore the generator and offline source; a replay that held transitions waits for
         ``restore_online`` (its contents are not part of this state)."""
@@ -322,7 +328,6 @@ class MixedSpec:
     """Offline transitions of this learner's shard when they are not arrays (streaming), for proportional mixing."""
 
     def build(self, device: torch.device) -> "MixedBatchSource | MultiModuleMixedSource":
-        from offlinerl.data.sources import InMemorySpec, MultiModuleInMemorySpec, MultiModuleSpec, resolve
 
         if isinstance(self.offline, MultiModuleInMemorySpec):  # several modules: one mixed source each
             per_module = sorted(resolve(self.offline.per_module).items())
@@ -344,16 +349,10 @@ class MixedSpec:
                                 module_id=module_id, seed=self.seed + index)
 
 
-class MultiModuleMixedSource:
+class MultiModuleMixedSource(MultiModuleSource):
     """One ``MixedBatchSource`` per module of a multi-agent job, each mixing its module's replay with its module's
     offline data; online transitions come as ``{module_id: columns}`` (an agent's go to the module acting for it),
     and a batch holds every module's."""
-
-    def __init__(self, sources: Mapping[str, MixedBatchSource]) -> None:
-        self.sources = dict(sorted(sources.items()))
-
-    def next_batch(self) -> dict[str, Any]:
-        return {mid: src.next_batch()[mid] for mid, src in self.sources.items()}
 
     def _each(self, method: str, batch: Mapping[str, Columns]) -> int:
         unknown = sorted(set(batch) - set(self.sources))
@@ -371,15 +370,3 @@ class MultiModuleMixedSource:
     def restore_online(self, batch: Mapping[str, Columns]) -> int:
         """After ``set_state``: give each module's replay its transitions back; returns what all of them hold."""
         return self._each("restore_online", batch)
-
-    def get_state(self) -> dict[str, Any]:
-        return {mid: src.get_state() for mid, src in self.sources.items()}
-
-    def set_state(self, state: Mapping[str, Any]) -> None:
-        for mid, src in self.sources.items():
-            src.set_state(state[mid])
-
-    def close(self) -> None:
-        for src in self.sources.values():
-            if src.offline_source is not None and hasattr(src.offline_source, "close"):
-                src.offline_source.close()
