@@ -55,10 +55,10 @@ from offlinerl.training import resume as _resume
 from offlinerl.training import setup as _setup
 from offlinerl.training.checkpoint import DEPLOYED_KEY, Checkpoint, allow_class, load_checkpoint, write_checkpoint
 from offlinerl.training.experience import OnlineExperience
-from offlinerl.training.team_experience import TeamExperience
-from offlinerl.trusted import is_pettingzoo
 from offlinerl.training.gate import PolicyGate
 from offlinerl.training.online_config import OnlineConfig
+from offlinerl.training.team_experience import TeamExperience
+from offlinerl.trusted import is_pettingzoo
 
 __all__ = ["Algorithm"]
 
