@@ -181,22 +181,45 @@ WIDER_B = TWO_BY_TWO.replace('"[2.5, 3.5]"', '"[2.5, 3.5, 4.5]"').replace('"[2.2
 FLOAT_B = TWO_BY_TWO.replace('e1,b,0,"[2.5, 3.5]",0,', 'e1,b,0,"[2.5, 3.5]",0.5,')
 
 
+DECLARED_FOR_ALL = "(column 'agent'); a declared observation_space / action_space applies to every agent: " \
+                   "declare each agent's spaces in agent_spaces, or leave them out to infer them per agent"
+
+
 @pytest.mark.usefixtures("ray_session")
-@pytest.mark.parametrize("table, declared, difference", [
-    (WIDER_B, {}, "observation width: 2 values for 'a', 3 values for 'b'"),
+@pytest.mark.parametrize("table, declared, difference, hint", [
     (WIDER_B, {"observation_space": {**BOX1, "shape": [2], "low": ["-inf"] * 2, "high": ["inf"] * 2}},
-     "observation width: 2 values for 'a', 3 values for 'b'"),  # declared: still one space for every agent
-    (FLOAT_B, {}, "action kind: integers 0 or more (Discrete) for 'a', other numbers (Box) for 'b'"),
-], ids=["observation-width", "observation-width-declared", "action-kind"])
+     "observation width: 2 values for 'a', 3 values for 'b'", DECLARED_FOR_ALL),  # one space for every agent
+    (FLOAT_B, {}, "action kind: integers 0 or more (Discrete) for 'a', other numbers (Box) for 'b'", DIFFER),
+], ids=["observation-width-declared", "action-kind"])
 def test_agents_whose_observations_or_actions_differ_are_refused_naming_both(tmp_path, capsys, table, declared,
-                                                                              difference):
+                                                                              difference, hint):
     (tmp_path / "steps.csv").write_text(table)
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump({**AGENT_SPEC, **declared}))
     capsys.readouterr()
     assert run_cli(["convert", "table", str(tmp_path / "steps.csv"), "--spec", str(tmp_path / "spec.yaml"),
                     "-o", str(tmp_path / "out")]) == 2
-    assert _error(capsys) == f"offlinerl convert table: error: agents 'a' and 'b' differ in {difference} {DIFFER}"
+    assert _error(capsys) == f"offlinerl convert table: error: agents 'a' and 'b' differ in {difference} {hint}"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.usefixtures("ray_session")
+def test_agents_of_different_widths_get_spaces_of_their_own(tmp_path, capsys):
+    (tmp_path / "steps.csv").write_text(WIDER_B)
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(AGENT_SPEC))
+    # b's own width is its most common one, 3: its episode e2 of width 2 is quarantined, the rest written
+    assert run_cli(["convert", "table", str(tmp_path / "steps.csv"), "--spec", str(tmp_path / "spec.yaml"),
+                    "-o", str(tmp_path / "out"), "--allow-quarantine"]) == 0
+    records = [json.loads(line) for line in (tmp_path / "out" / QUARANTINE_PATH).read_text().splitlines()]
+    assert {(r["episode_id"], r["agent_id"], r["reason"]) for r in records} == {("e2", "b", "wrong_width")}
+    info = read_info(tmp_path / "out")
+    assert info.format_version == 2 and info.observation_space.shape == (3,) and info.action_space.n == 2
+    assert {a: (o.shape, s) for a, (o, s) in info.agent_spaces.items()} == {
+        "a": ((2,), gym.spaces.Discrete(2)), "b": ((3,), gym.spaces.Discrete(2))}
+    episodes = _episodes(tmp_path / "out")
+    assert sorted(episodes) == [("e1", "a"), ("e1", "b"), ("e2", "a")]
+    _equal(episodes[("e1", "b")].obs, np.array([[2.5, 3.5, 4.5], [2.25, 3.25, 4], [2, 3, 4]], np.float32))
+    _equal(episodes[("e1", "a")].obs, np.array(EXPECTED[("e1", "a")][0], np.float32))
+    assert validate_dataset(tmp_path / "out").ok
 
 
 @pytest.mark.usefixtures("ray_session")

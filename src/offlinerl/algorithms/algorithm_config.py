@@ -197,17 +197,20 @@ class AlgorithmConfig:
         return self.model.to_module_config()
 
     def module_spec(self, module_class: type, observation_space: "gym.Space", action_space: "gym.Space",
-                    module_ids: Sequence[str]) -> "MultiRLModuleSpec":
+                    module_ids: Sequence[str],
+                    module_spaces: Mapping[str, tuple["gym.Space", "gym.Space"]] | None = None) -> "MultiRLModuleSpec":
         """The job's ``MultiRLModuleSpec``: one module of ``module_class`` per module id, each with
         ``module_config()``, agents mapped to modules by ``policy_mapping``; with ``share_encoder``, all holding one
-        ``SHARED_ENCODERS`` each. ``ConfigError`` for ``share_encoder`` with fewer than two modules."""
+        ``SHARED_ENCODERS`` each. ``ConfigError`` for ``share_encoder`` with fewer than two modules. Each module
+        acts in the two spaces given, or in its own (``module_spaces``: agents of different spaces)."""
         from offlinerl.core.rl_module import MultiRLModuleSpec, RLModuleSpec
 
         check(not self.share_encoder or len(module_ids) >= 2, "share_encoder",
               f"needs a multi-agent dataset (two or more modules, by agent_id or module_id), this one has "
               f"{list(module_ids)}{' (policy_mapping)' if self.policy_mapping is not None else ''}; "
               "set share_encoder: false")
-        specs = {mid: RLModuleSpec(module_class, observation_space, action_space, self.module_config())
+        spaces = dict(module_spaces or {})
+        specs = {mid: RLModuleSpec(module_class, *spaces.get(mid, (observation_space, action_space)), self.module_config())
                  for mid in module_ids}
         return MultiRLModuleSpec(specs, self.agent_to_module, shared=self.SHARED_ENCODERS if self.share_encoder else ())
 

@@ -148,13 +148,12 @@ class Trainer:
         """A copy of the current policy (later training does not change it): ``.predict(obs)``."""
         data = self.algorithm.offline_data
         return Policy(copy.deepcopy(self._module(module_id)), copy.deepcopy(self._env_to_module(module_id)),
-                      data.observation_space, data.action_space, f"{self.name} at {self.num_updates} updates")
+                      *data.spaces_of(module_id), f"{self.name} at {self.num_updates} updates")
 
     def predict(self, obs: Any, *, explore: bool = False, module_id: str | None = None) -> np.ndarray:
         """The current policy's actions for one observation or a batch (``Policy.predict``)."""
         data = self.algorithm.offline_data
-        live = Policy(self._module(module_id), self._env_to_module(module_id), data.observation_space,
-                      data.action_space, self.name)
+        live = Policy(self._module(module_id), self._env_to_module(module_id), *data.spaces_of(module_id), self.name)
         return live.predict(obs, explore=explore)
 
     # -- state ------------------------------------------------------------------------------------------------------

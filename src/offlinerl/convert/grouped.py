@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from offlinerl.convert.quarantine import QuarantineWriter
 from offlinerl.convert.report import ConversionReport
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import pad_episode, spaces_differ
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.io import write_dataset
 
@@ -56,6 +57,9 @@ class GroupSettings:
     """Extra per-step columns kept: name -> {"dtype", "shape"}."""
     max_steps_per_row: int
     """Longer episodes are split into chunks of this many steps."""
+    agent_spaces: Mapping[str, tuple[gym.Space, gym.Space]] | None = None
+    """Agents of different spaces (``offlinerl.episodes.agent_spaces``): each agent's own, the two above the
+    storage spaces; None: every row in the two above."""
 
 
 def empty_batch(space: gym.Space, n: int) -> Any:
@@ -86,8 +90,11 @@ def with_internal(table: pa.Table, status: str, quarantine: Sequence[dict] | Non
 
 def output_rows(episode: SingleAgentEpisode, settings: GroupSettings, *, duplicates: int = 0,
                 by_recording: bool = False, notes: Sequence[dict] | None = None) -> pa.Table:
-    """Rows of one converted episode (split into chunks if long) with the bookkeeping columns."""
+    """Rows of one converted episode (split into chunks if long) with the bookkeeping columns (agents of different
+    spaces: padded into the storage spaces)."""
     episode.check()
+    if settings.agent_spaces is not None:
+        episode = pad_episode(episode, settings.observation_space, settings.action_space)
     chunks = episode.split(settings.max_steps_per_row)
     table = episodes_to_table(chunks, settings.observation_space, settings.action_space, settings.extra_columns)
     return with_internal(table, "ok", notes, duplicates, by_recording)
@@ -144,6 +151,7 @@ def write_grouped(ds: Any, tmp: Path, report: ConversionReport, quarantine: Sequ
         env_id=env_id, env_spec=env_spec,
         extra_columns={n: {"dtype": s["dtype"], "shape": s["shape"]} for n, s in group.extra_columns.items()},
         max_steps_per_row=group.max_steps_per_row, provenance={**provenance, "report": report.to_json()},
+        agent_spaces=group.agent_spaces if spaces_differ(group.agent_spaces) else None,
     )
     for f in staging.iterdir():
         os.rename(f, tmp / f.name)

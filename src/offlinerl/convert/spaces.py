@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 
 from offlinerl.convert.interface import ConvertUsageError
+from offlinerl.episodes.agent_spaces import AgentSpacesError, storage_spaces
 from offlinerl.trusted import UntrustedNameError, is_pettingzoo, make_env, make_parallel_env
 
 __all__ = ["EnvSpaces", "env_spaces"]
@@ -22,6 +23,9 @@ class EnvSpaces:
     action_space: gym.Space
     env_spec: dict[str, Any] | None
     """The made env's spec in gymnasium's JSON form (kwargs included); None if it does not serialise."""
+    agent_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
+    """A PettingZoo env whose agents act in different spaces: each agent's (the two above are then the storage
+    spaces, ``offlinerl.episodes.agent_spaces``); None: every agent acts in the two above."""
 
 
 def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None, *, trusted: bool = True,
@@ -31,7 +35,8 @@ def env_spaces(env_id: str, env_kwargs: dict[str, Any] | None = None, *, trusted
 
     ``trusted=False`` for an id read from a file (a recording, a spec): ``module:Env-v0`` ids (which
     would import ``module``) are refused unless allow-listed (:func:`offlinerl.trusted.env_id_problem`). A
-    PettingZoo env (``pettingzoo:MODULE``) gives the spaces its agents share (agents that differ are refused).
+    PettingZoo env (``pettingzoo:MODULE``) gives the spaces its agents share, or, where they differ, the storage
+    spaces and each agent's (``episodes.agent_spaces``; agents that cannot share columns are refused).
     """
     if is_pettingzoo(env_id):
         return _team_spaces(env_id, env_kwargs, trusted=trusted, what=what)
@@ -61,12 +66,12 @@ def _team_spaces(env_id: str, env_kwargs: dict[str, Any] | None, *, trusted: boo
     except Exception as exc:  # noqa: BLE001 - a user's env may raise anything while it is made
         raise ConvertUsageError(f"{what} {env_id}: cannot make the environment: {type(exc).__name__}: {exc}") from exc
     try:
-        agents = list(env.possible_agents)
-        obs, act = env.observation_space(agents[0]), env.action_space(agents[0])
-        for agent in agents[1:]:
-            if env.observation_space(agent) != obs or env.action_space(agent) != act:
-                raise ConvertUsageError(f"{what} {env_id}: agents {agents[0]} and {agent} act in different spaces; "
-                                        "a dataset has one observation space and one action space")
-        return EnvSpaces(obs, act, {"id": env_id, "kwargs": dict(env_kwargs or {})})
+        agents = [str(a) for a in env.possible_agents]
+        try:
+            obs, act, agent_spaces = storage_spaces({a: env.observation_space(a) for a in agents},
+                                                    {a: env.action_space(a) for a in agents}, what=f"{what} {env_id}")
+        except AgentSpacesError as exc:
+            raise ConvertUsageError(str(exc)) from None
+        return EnvSpaces(obs, act, {"id": env_id, "kwargs": dict(env_kwargs or {})}, agent_spaces)
     finally:
         env.close()

@@ -52,6 +52,7 @@ from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import parquet_files, read_dataset, read_info
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import module_spaces
 from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.parquet_size import check_parquet_size
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
@@ -172,13 +173,19 @@ class OfflineData:
         self.observation_space = self.info.observation_space
         self.action_space = self.info.action_space
         self.extra_columns = tuple(extra_columns)
-        self.module_ids = self._find_module_ids()
+        self.module_ids, pairs = self._find_module_ids()
+        self.module_spaces: dict[str, tuple[Any, Any]] = module_spaces(
+            pairs, self.info.agent_spaces, self.observation_space, self.action_space, self.module_ids)
+        """Each module's ``(observation space, action space)``: the dataset's, or with agents of different spaces
+        (``episodes.agent_spaces``) those of the agents the module acts for."""
         # Each module's observation connectors (and fitted statistics, on that module's rows), shared by its
         # learner pipeline and copied into its every env-to-module pipeline; building the learner pipelines
         # checks the config early.
         self.module_observations: dict[str, ObservationConnectors] = {
-            mid: observation_connectors(self.observation_space, config.normalize_observations) for mid in self.module_ids}
-        self._learners = {mid: learner_pipeline(obs, self.action_space, config) for mid, obs in self.module_observations.items()}
+            mid: observation_connectors(self.module_spaces[mid][0], config.normalize_observations)
+            for mid in self.module_ids}
+        self._learners = {mid: learner_pipeline(obs, self.module_spaces[mid][1], config)
+                          for mid, obs in self.module_observations.items()}
         # Episode ids kept out of training (data.holdout), sorted; None = train on every episode.
         holdout = config.data.holdout
         with reading(self.path):
@@ -188,17 +195,21 @@ class OfflineData:
         if not use_ray and self.mode != "in_memory":
             raise ValueError(f"{self.path}: {self.mode} data is read by Ray Data; use_ray=False needs data.mode=in_memory")
         self._arrays: dict[str, np.ndarray] | None = None
+        self._module_arrays: dict[str, dict[str, np.ndarray]] | None = None
 
-    def _find_module_ids(self) -> list[str]:
-        """The modules the rows train, sorted. A ``policy_mapping`` of one module id: that module; else, without a
+    def _find_module_ids(self) -> tuple[list[str], list[tuple[str, str | None]]]:
+        """The modules the rows train, sorted, and the ``(module, agent)`` pairs of the rows where the agents'
+        spaces differ (else none). A ``policy_mapping`` of one module id: that module; else, without a
         mapping, from ``dataset.json`` (written since it records them: the driver reads no data file). A dataset
-        written before, or a mapping of patterns (applied to agent ids, which ``dataset.json`` does not list), has
-        its id columns (one value per row) read here; an agent no pattern matches is an ``UnmappedAgentError``."""
+        written before, a mapping of patterns (applied to agent ids, which ``dataset.json`` does not list), or agents
+        of different spaces have the id columns (one value per row) read here; an agent no pattern matches is an
+        ``UnmappedAgentError``."""
         mapping = self.config.policy_mapping
-        if isinstance(mapping, str):
-            return [mapping]
-        if mapping is None and self.info.module_ids:
-            return list(self.info.module_ids)
+        if self.info.agent_spaces is None:
+            if isinstance(mapping, str):
+                return [mapping], []
+            if mapping is None and self.info.module_ids:
+                return list(self.info.module_ids), []
         import pyarrow.parquet as pq
 
         from offlinerl.episodes import parquet_files
@@ -208,7 +219,8 @@ class OfflineData:
             for f in parquet_files(self.path):
                 t = pq.read_table(f, columns=[S.MODULE_ID, S.AGENT_ID])
                 pairs.update(zip(t.column(S.MODULE_ID).to_pylist(), t.column(S.AGENT_ID).to_pylist()))
-        return sorted({mapped_module_id(mapping, m, a) for m, a in sorted(pairs, key=str)}) or [C.DEFAULT_MODULE_ID]
+        mapped = sorted({(mapped_module_id(mapping, m, a), a) for m, a in pairs}, key=str)
+        return sorted({m for m, _ in mapped}) or [C.DEFAULT_MODULE_ID], mapped
 
     @property
     def multi_module(self) -> bool:
@@ -230,14 +242,25 @@ class OfflineData:
         the statistics, to fit them (the same for every module)."""
         if normalize:
             return self._learners[self._module(module_id)]
-        obs = self.module_observations[self.module_ids[0] if module_id is None else self._module(module_id)]
-        return learner_pipeline(obs, self.action_space, self.config, normalize=False)
+        mid = self.module_ids[0] if module_id is None else self._module(module_id)
+        return learner_pipeline(self.module_observations[mid], self.module_spaces[mid][1], self.config, normalize=False)
 
     def env_to_module_pipeline(self, module_id: str | None = None) -> ConnectorPipeline:
         """Env observations -> inputs of module ``module_id`` (None: the only module): a copy of its learner side's
         connectors and fitted state."""
-        state = self.module_observations[self._module(module_id)].get_state()
-        return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, state)
+        mid = self._module(module_id)
+        state = self.module_observations[mid].get_state()
+        return env_to_module_pipeline(self.module_spaces[mid][0], self.config.normalize_observations, state)
+
+    def spaces_of(self, module_id: str | None = None) -> tuple[Any, Any]:
+        """Module ``module_id``'s ``(observation space, action space)`` (None: the only module's)."""
+        return self.module_spaces[self._module(module_id)]
+
+    @property
+    def agent_spaces_differ(self) -> bool:
+        """The dataset's agents act in different spaces (``episodes.agent_spaces``): each module's transitions are
+        made apart, in its own spaces."""
+        return self.info.agent_spaces is not None
 
     def connector_state(self) -> dict[str, Any]:
         """The fitted state (what checkpoints save): ``get_state()`` of the observation connectors; with several
@@ -322,8 +345,10 @@ class OfflineData:
 
     def _transition_kwargs(self, normalize: bool, module_id: str | None = None) -> dict[str, Any]:
         """``episodes_to_transitions``' arguments besides the table (both reads; ``module_id``: one module's)."""
+        obs_space, act_space = (self.observation_space, self.action_space) if module_id is None \
+            else self.module_spaces[module_id]
         kwargs = {"pipeline": self.learner_pipeline(normalize=normalize, module_id=module_id),
-                  "observation_space": self.observation_space, "action_space": self.action_space,
+                  "observation_space": obs_space, "action_space": act_space,
                   "extra_columns": self.extra_columns, "with_module_ids": self.multi_module and module_id is None,
                   "drop_episodes": self.holdout_ids}
         if self.config.policy_mapping is not None:
@@ -332,19 +357,50 @@ class OfflineData:
             kwargs["module_id"] = module_id
         return kwargs
 
+    def _read_arrays(self, module_id: str | None = None) -> dict[str, np.ndarray]:
+        """Every transition (of module ``module_id``), unnormalised, as contiguous arrays, in order."""
+        parts: dict[str, list[np.ndarray]] = {}
+        with reading(self.path):
+            batches = (self.transitions(normalize=False, preserve_order=True, module_id=module_id)
+                       .iter_batches(batch_size=None, batch_format="numpy")
+                       if self.use_ray else self._local_transitions(module_id))
+            for batch in batches:
+                for k, v in batch.items():
+                    parts.setdefault(k, []).append(v)
+        if not parts:
+            raise ValueError(f"{self.path}: the dataset has no transitions"
+                             + ("" if module_id is None else f" of module {module_id!r}"))
+        return {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
+
+    def load_module_arrays(self) -> dict[str, dict[str, np.ndarray]]:
+        """In-memory mode, several modules: each module's transitions (normalised with its own statistics), in
+        order. Agents of different spaces: each module's are made apart, in its spaces (computed once)."""
+        if not self.agent_spaces_differ:
+            arrays = self.load_arrays()
+            mids = arrays[MODULE_COLUMN]
+            return {m: {k: v[mids == m] for k, v in arrays.items() if k != MODULE_COLUMN} for m in self.module_ids}
+        if self._module_arrays is None:
+            unfitted = self._unfitted()
+            out = {}
+            for mid in self.module_ids:
+                arrays = self._read_arrays(mid)
+                norm = self.module_observations[mid].normalize
+                if norm is not None:
+                    if mid in unfitted:
+                        norm.fit(arrays[C.OBS])
+                    arrays = norm(arrays)
+                out[mid] = arrays
+            self._module_arrays = out
+        return self._module_arrays
+
     def load_arrays(self) -> dict[str, np.ndarray]:
-        """In-memory mode: every transition, normalised, as contiguous arrays (computed once, in order)."""
+        """In-memory mode: every transition, normalised, as contiguous arrays (computed once, in order); several
+        modules: with the module column (agents of different spaces: ``load_module_arrays`` only)."""
+        if self.agent_spaces_differ:
+            raise ValueError(f"{self.path}: its agents act in different spaces, so their transitions do not share "
+                             "arrays; use load_module_arrays()")
         if self._arrays is None:
-            parts: dict[str, list[np.ndarray]] = {}
-            with reading(self.path):
-                batches = (self.transitions(normalize=False, preserve_order=True).iter_batches(batch_size=None, batch_format="numpy")
-                           if self.use_ray else self._local_transitions())
-                for batch in batches:
-                    for k, v in batch.items():
-                        parts.setdefault(k, []).append(v)
-            if not parts:
-                raise ValueError(f"{self.path}: the dataset has no transitions")
-            arrays = {k: np.ascontiguousarray(np.concatenate(v)) for k, v in parts.items()}
+            arrays = self._read_arrays()
             if self.multi_module:
                 arrays[MODULE_COLUMN] = arrays[MODULE_COLUMN].astype(str)
             if self.config.normalize_observations:
@@ -373,13 +429,13 @@ class OfflineData:
                 arrays[k][rows] = v
         return arrays
 
-    def _local_transitions(self) -> Iterator[dict[str, np.ndarray]]:
+    def _local_transitions(self, module_id: str | None = None) -> Iterator[dict[str, np.ndarray]]:
         """``load_arrays`` without Ray: each file's episode rows (the columns ``transitions`` reads) through
         ``episodes_to_transitions`` in this process, files in ``parquet_files`` order (Ray Data's, with
         ``preserve_order``). Each file is sized from its footer first (``check_parquet_size``)."""
         import pyarrow.parquet as pq
 
-        columns, kwargs = self._read_columns(), self._transition_kwargs(normalize=False)
+        columns, kwargs = self._read_columns(), self._transition_kwargs(normalize=False, module_id=module_id)
         for f in parquet_files(self.path):
             check_parquet_size(f)
             yield episodes_to_transitions(pq.read_table(f, columns=columns), **kwargs)
@@ -409,16 +465,20 @@ class OfflineData:
             units, unreadable = plan_units(files)
             if unreadable:
                 raise OSError(f"cannot read {next(iter(unreadable))}: {next(iter(unreadable.values()))}")
-            fn = functools.partial(_unit_obs_moments, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns),
-                                   fraction=fraction, **self._transition_kwargs(normalize=False))
-            payloads = list(run_units(units, fn, desc="observation statistics"))
-            for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
-                if "read_error" in p:
-                    raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
-                for mid, m in p["modules"].items():
-                    norm = unfitted.get(mid or self.module_ids[0])
-                    if norm is not None and m["count"]:
-                        norm.fit_moments(m["count"], np.array(m["mean"]), np.array(m["var"]))
+            # one pass for every module; agents of different spaces: a pass per module, in its spaces
+            passes = ([(m, self._transition_kwargs(normalize=False, module_id=m)) for m in unfitted]
+                      if self.agent_spaces_differ else [(None, self._transition_kwargs(normalize=False))])
+            for module, kwargs in passes:
+                fn = functools.partial(_unit_obs_moments, columns=_EPISODE_COLUMNS + ids + list(self.extra_columns),
+                                       fraction=fraction, **kwargs)
+                payloads = list(run_units(units, fn, desc="observation statistics"))
+                for p in sorted(payloads, key=lambda p: (p["unit"]["file"], p["unit"]["row_group"])):
+                    if "read_error" in p:
+                        raise OSError(f"cannot read {p['unit']['file']}: {p['read_error']}")
+                    for mid, m in p["modules"].items():
+                        norm = unfitted.get(module or mid or self.module_ids[0])
+                        if norm is not None and m["count"]:
+                            norm.fit_moments(m["count"], np.array(m["mean"]), np.array(m["var"]))
 
     # -- per-learner sources -------------------------------------------------------------------------
     def source_specs(self, num_shards: int, batch_size: int, seed: int) -> list[Any]:
@@ -428,10 +488,10 @@ class OfflineData:
         from offlinerl.data.sources import InMemorySpec, StreamingSpec
 
         if self.mode == "in_memory":
+            if self.multi_module:
+                return self._module_in_memory_specs(self.load_module_arrays(), num_shards, batch_size, seed)
             arrays = self.load_arrays()
             n = len(arrays[C.OBS])
-            if self.multi_module:
-                return self._module_in_memory_specs(arrays, num_shards, batch_size, seed)
             if num_shards == 1:
                 return [InMemorySpec(arrays, batch_size, seed, module_id=self.module_ids[0])]
             import ray
@@ -455,15 +515,13 @@ class OfflineData:
                               module_id=self.module_ids[0])
                 for i, it in enumerate(iterables)]
 
-    def _module_in_memory_specs(self, arrays: Mapping[str, np.ndarray], num_shards: int, batch_size: int,
-                                seed: int) -> list[Any]:
+    def _module_in_memory_specs(self, per_module: Mapping[str, Mapping[str, np.ndarray]], num_shards: int,
+                                batch_size: int, seed: int) -> list[Any]:
         """In-memory, several modules: each module's transitions apart; over several learners, each module's
         split into ``num_shards`` random shards of (about) equal size, learner ``i`` holding shard ``i`` of each.
         Learner ``i`` samples module ``j`` (in ``module_ids`` order) with the seed ``seed + i * modules + j``."""
         from offlinerl.data.sources import MultiModuleInMemorySpec
 
-        mids = arrays[MODULE_COLUMN]
-        per_module = {m: {k: v[mids == m] for k, v in arrays.items() if k != MODULE_COLUMN} for m in self.module_ids}
         if num_shards == 1:
             return [MultiModuleInMemorySpec(per_module, batch_size, seed)]
         import ray

@@ -26,6 +26,7 @@ from offlinerl.data_ops.errors import DataOpError
 from offlinerl.data_ops.summary import summarise
 from offlinerl.data_ops.write import OpResult, check_out, write_output
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.spaces import space_to_json
 
@@ -71,6 +72,13 @@ def space_difference(a: Any, b: Any, where: str = "") -> str | None:
                 return diff
         return None
     return None if a == b else f"{where}: {_short(a)} vs {_short(b)}"
+
+
+def _agents_spaces(info: Any) -> str:
+    """``info``'s agents and their observation widths / action spaces, short (``one space for every agent``)."""
+    if info.agent_spaces is None:
+        return "one space for every agent"
+    return ", ".join(f"{a}: {o.shape or o}, {s}" for a, (o, s) in info.agent_spaces.items())
 
 
 def _short(value: Any) -> str:
@@ -130,6 +138,10 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
     check_out(out, overwrite, paths)
     infos = [read_info(p) for p in paths]
     for p, info in zip(paths[1:], infos[1:]):
+        if agent_spaces_json(infos[0].agent_spaces) != agent_spaces_json(info.agent_spaces):
+            raise DataOpError(f"mix: {paths[0]} and {p} have different agent spaces "
+                              f"({_agents_spaces(infos[0])} and {_agents_spaces(info)}); only datasets of the same "
+                              "spaces mix")
         for key, a, b in (("observation_space", infos[0].observation_space, info.observation_space),
                           ("action_space", infos[0].action_space, info.action_space)):
             diff = space_difference(space_to_json(a), space_to_json(b), key)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from offlinerl.data_ops.errors import DataOpError
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.fingerprint import RowHasher, combine, table_digests
 from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.io import parquet_files
@@ -200,7 +201,8 @@ def summarise(path: str | Path, *, columns: Sequence[str] = (), content: bool = 
             for k, v in per.items():
                 aggs[c].setdefault(k, []).extend(v)
         parts.append((int(payload["sum"], 16), payload["rows"]))
-    fingerprint = combine(parts, observation_space=space_to_json(info.observation_space),
+    fingerprint = combine(parts, agent_spaces=agent_spaces_json(info.agent_spaces),
+                          observation_space=space_to_json(info.observation_space),
                           action_space=space_to_json(info.action_space), extra_columns=info.extra_columns)
     if info.fingerprint is not None and info.fingerprint != fingerprint:
         logger.warning("%s: its rows do not match the fingerprint dataset.json records (%s…, the rows give %s…): "

@@ -143,7 +143,7 @@ def write_output(
             env_id=first.env_id, env_spec=first.env_spec, extra_columns=extras,
             max_steps_per_row=first.max_steps_per_row or DEFAULT_MAX_STEPS_PER_ROW,
             provenance={"operation": f"offlinerl data {operation}", "sources": [str(p) for p in paths]},
-            lineage=lineage, overwrite=overwrite, inputs=paths,
+            lineage=lineage, overwrite=overwrite, inputs=paths, agent_spaces=first.agent_spaces,
         )
     except Exception as exc:  # a task's DataOpError arrives wrapped in Ray's errors: raise it as it was
         if (cause := _op_error(exc)) is None:

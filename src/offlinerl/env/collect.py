@@ -188,11 +188,13 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     (``action_logp`` is then not recorded: the mixture's is unknown). Episodes run in this process
     (``num_env_runners == 0``) or on that many ``MultiAgentEnvRunner`` actors of 1 CPU each; episode ``k`` resets
     with ``seed + k`` and draws its random numbers from ``(seed, k)``, so the dataset is the same whatever the
-    number of runners (``offlinerl.env.multi_agent_runner``). Every agent must act in the same spaces (one
-    observation and one action space per dataset)."""
+    number of runners (``offlinerl.env.multi_agent_runner``). Agents of different spaces (1-D Boxes of different
+    sizes, Discretes of different ``n``) are stored in padded columns with each agent's spaces recorded
+    (``offlinerl.episodes.agent_spaces``); other differences are refused, naming the two spaces."""
     import gymnasium as gym
 
     from offlinerl.env.multi_agent import env_spaces
+    from offlinerl.episodes.agent_spaces import storage_spaces
     from offlinerl.env.multi_agent_runner import MultiAgentEnvRunner, MultiAgentEnvRunnerGroup, TeamRunnerConfig
     from offlinerl.trusted import make_parallel_env
 
@@ -205,14 +207,11 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     env = make_parallel_env(config.env, config.env_kwargs, explicit=True)
     obs_spaces, act_spaces = env_spaces(env)
     agents = list(obs_spaces)
-    for agent in agents[1:]:
-        for kind, spaces in (("observation", obs_spaces), ("action", act_spaces)):
-            if spaces[agent] != spaces[agents[0]]:
-                env.close()
-                raise ValueError(f"{config.env}: agents {agents[0]} and {agent} have different {kind} spaces "
-                                 f"({spaces[agents[0]]} and {spaces[agent]}); a dataset holds one of each")
+    try:  # agents of different spaces share padded columns (episodes.agent_spaces)
+        obs_storage, act_storage, agent_spaces = storage_spaces(obs_spaces, act_spaces, what=config.env)
+    finally:
+        env.close()
     seed = int(np.random.SeedSequence().generate_state(1)[0] % 2**31) if config.seed is None else config.seed
-    env.close()
     if policy is None and policy_factory is None and config.policy != "random":
         raise ValueError(f"policy {config.policy!r} needs a policy_factory (use offlinerl collect, or pass one: "
                          "offlinerl.evaluation.acting.checkpoint_team_policy)")
@@ -248,9 +247,9 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
 
     try:
         info = write_dataset(
-            episodes(), config.output, observation_space=obs_spaces[agents[0]], action_space=act_spaces[agents[0]],
+            episodes(), config.output, observation_space=obs_storage, action_space=act_storage,
             env_id=config.env, env_spec={"id": config.env, "kwargs": dict(config.env_kwargs)},
-            provenance=provenance, overwrite=config.overwrite, inputs=config.inputs,
+            provenance=provenance, overwrite=config.overwrite, inputs=config.inputs, agent_spaces=agent_spaces,
         )
     finally:
         bar.close()

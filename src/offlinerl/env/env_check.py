@@ -83,6 +83,16 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
         raise EnvMismatchError(f"the env {env_id!r} does not fit {what}: {'; '.join(problems)}")
 
 
+def _module_of(policy_mapping: PolicyMapping | None, agent: str, module_ids: list[str]) -> str | None:
+    """The module acting for ``agent`` as :func:`unmapped_agents` finds it (None: no module)."""
+    if policy_mapping is None:
+        return module_ids[0] if len(module_ids) == 1 else agent
+    try:
+        return map_agent(policy_mapping, agent)
+    except UnmappedAgentError:
+        return None
+
+
 def unmapped_agents(agents: list[str], module_ids: list[str], policy_mapping: PolicyMapping | None = None) -> list[str]:
     """Why some of ``agents`` have no module of ``module_ids`` to act for them (``[]``: every agent has one), as
     ``MultiRLModule.module_for_agent`` finds it: without a mapping one module acts for every agent and several
@@ -107,10 +117,11 @@ def unmapped_agents(agents: list[str], module_ids: list[str], policy_mapping: Po
 
 def check_team_env(env_id: str, observation_space: gym.Space, action_space: gym.Space, module_ids: list[str],
                    env_kwargs: Mapping[str, Any] | None = None, *, policy_mapping: PolicyMapping | None = None,
-                   trusted: bool = True, what: str = "the data") -> None:
+                   trusted: bool = True, what: str = "the data",
+                   module_spaces: Mapping[str, tuple[gym.Space, gym.Space]] | None = None) -> None:
     """Make the PettingZoo env ``env_id`` (``pettingzoo:MODULE``) once and check that every agent acts in
-    ``what``'s spaces and has a module (:func:`unmapped_agents`: through ``policy_mapping``, the config's, when
-    given). ``EnvMismatchError`` naming the difference."""
+    ``what``'s spaces (``module_spaces``: those of the module it maps to) and has a module (:func:`unmapped_agents`:
+    through ``policy_mapping``, the config's, when given). ``EnvMismatchError`` naming the difference."""
     if not is_pettingzoo(env_id):
         raise EnvMismatchError(f"{what} holds {len(module_ids)} modules ({', '.join(module_ids)}); evaluating them "
                                f"needs a multi-agent env (pettingzoo:MODULE), not {env_id!r}")
@@ -122,9 +133,13 @@ def check_team_env(env_id: str, observation_space: gym.Space, action_space: gym.
         raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}") from None
     try:
         agents = [str(a) for a in env.possible_agents]
-        problems = [p for a in agents
-                    for p in (space_mismatch(observation_space, env.observation_space(a), f"agent {a}: observation space"),
-                              space_mismatch(action_space, env.action_space(a), f"agent {a}: action space")) if p]
+        expected = {a: (observation_space, action_space) for a in agents}
+        if module_spaces is not None:  # each agent in its module's spaces (an unmapped agent is reported below)
+            modules = {a: _module_of(policy_mapping, a, list(module_ids)) for a in agents}
+            expected = {a: module_spaces[m] for a, m in modules.items() if m in module_spaces}
+        problems = [p for a, (obs, act) in expected.items()
+                    for p in (space_mismatch(obs, env.observation_space(a), f"agent {a}: observation space"),
+                              space_mismatch(act, env.action_space(a), f"agent {a}: action space")) if p]
     finally:
         env.close()
     problems += unmapped_agents(agents, list(module_ids), policy_mapping)

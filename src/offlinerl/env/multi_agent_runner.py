@@ -85,16 +85,16 @@ class LiveTeamPolicyFactory:
     sampled actions with ``explore``); its weights and each module's observation statistics arrive with
     ``MultiAgentEnvRunner.set_state`` before it acts."""
 
-    def __init__(self, module_spec: Any, observation_space: Any, normalize: bool, explore: bool = True) -> None:
-        self.module_spec, self.observation_space = module_spec, observation_space
+    def __init__(self, module_spec: Any, normalize: bool, explore: bool = True) -> None:
+        self.module_spec = module_spec
         self.normalize, self.explore = normalize, explore
 
     def env_to_module(self, states: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         """Each module's env-to-module pipeline with its connector state (``{module_id: state}``)."""
         from offlinerl.connectors import env_to_module_pipeline
 
-        return {mid: env_to_module_pipeline(self.observation_space, self.normalize, states.get(mid))
-                for mid in self.module_spec.specs}
+        return {mid: env_to_module_pipeline(spec.observation_space, self.normalize, states.get(mid))
+                for mid, spec in self.module_spec.specs.items()}
 
     def __call__(self, observation_spaces: Mapping[str, Any], action_spaces: Mapping[str, Any]) -> JointPolicy:
         module = self.module_spec.build(inference_only=True).eval()

@@ -86,8 +86,12 @@ def from_arrow(array: pa.Array | pa.ChunkedArray, space: gym.Space) -> Any:
         return tuple(from_arrow(array.field(str(i)), s) for i, s in enumerate(space.spaces))
     if isinstance(space, gym.spaces.Discrete):
         return array.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    values = array.flatten().to_numpy(zero_copy_only=False)
-    return values.astype(_leaf_dtype(space), copy=False).reshape((len(array), *space.shape))
+    values = array.flatten().to_numpy(zero_copy_only=False).astype(_leaf_dtype(space), copy=False)
+    width = array.type.list_size if pa.types.is_fixed_size_list(array.type) else None
+    if width is not None and len(space.shape) == 1 and width > space.shape[0]:
+        # an agent's narrower Box in a dataset's storage columns (episodes.agent_spaces): its first values
+        return np.ascontiguousarray(values.reshape(len(array), width)[:, :space.shape[0]])
+    return values.reshape((len(array), *space.shape))
 
 
 def list_array(lengths: Sequence[int] | np.ndarray, values: pa.Array) -> pa.ListArray:

@@ -10,7 +10,7 @@ per-row bookkeeping tuples this module returns.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -158,7 +158,36 @@ def _check_space_column(find, rb, column, space, lengths, is_obs):
         _flag_values(find, "observations", *where, bad, *at, allowed)
 
 
-def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit):
+def _in_storage(own: gym.Space, storage: gym.Space) -> gym.Space:
+    """An agent's space as values of the storage space: a narrower Box's padding must be 0."""
+    if not isinstance(own, gym.spaces.Box) or own.shape == storage.shape:
+        return own
+    pad = storage.shape[0] - own.shape[0]
+    return gym.spaces.Box(np.pad(own.low, (0, pad)), np.pad(own.high, (0, pad)), storage.shape, own.dtype)
+
+
+def _check_agent_spaces(find, rb, agents, agent_spaces, storage, typed, lengths, limit) -> None:
+    """The observations and actions of each agent's rows against that agent's own spaces (padding included: it
+    must be 0); a row of an agent ``agent_spaces`` does not list fails ``actions``."""
+    agents = np.array(agents, dtype=object)
+    unknown = np.array([a not in agent_spaces for a in agents], dtype=bool)
+    find.flag("actions", unknown, lambda r: (f"agent {agents[r]!r} has no entry in dataset.json's agent_spaces",
+                                             agents[r]))
+    for agent, spaces in agent_spaces.items():
+        mine = agents == agent
+        if not mine.any():
+            continue
+        own = _Findings(len(agents), limit)
+        for name, space, stored, is_obs in ((S.OBS, spaces[0], storage[0], True),
+                                            (S.ACTIONS, spaces[1], storage[1], False)):
+            if name in typed:
+                _check_space_column(own, rb, name, _in_storage(space, stored), np.maximum(lengths[name], 0), is_obs)
+        for check, mask in own.mask.items():
+            find.flag(check, mask & mine, lambda r, c=check: own.detail[c].get(r, (f"agent {agent}: outside its space",
+                                                                                   None)))
+
+
+def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit, agent_spaces=None):
     n = rb.num_rows
     find = _Findings(n, limit)
 
@@ -211,9 +240,12 @@ def _check_batch(rb, offset, obs_space, act_space, typed, listed, limit):
         row_of_step = np.repeat(np.arange(n), np.diff(offsets))
         _flag_values(find, "finite", S.REWARDS, "", None, data, bad, row_of_step,
                      offsets[:-1] - offsets[0], None)
-    for name, space, is_obs in ((S.OBS, obs_space, True), (S.ACTIONS, act_space, False)):
-        if name in typed:
-            _check_space_column(find, rb, name, space, np.maximum(lengths[name], 0), is_obs)
+    if agent_spaces is None:
+        for name, space, is_obs in ((S.OBS, obs_space, True), (S.ACTIONS, act_space, False)):
+            if name in typed:
+                _check_space_column(find, rb, name, space, np.maximum(lengths[name], 0), is_obs)
+    else:
+        _check_agent_spaces(find, rb, pylist(S.AGENT_ID), agent_spaces, (obs_space, act_space), typed, lengths, limit)
 
     summary = {
         "row": list(range(offset + 1, offset + n + 1)),  # 1-based, as converters and editors count
@@ -236,14 +268,16 @@ def check_unit(
     act_space: gym.Space,
     columns: dict[str, tuple[Sequence[str], Sequence[str]]],
     max_examples: int,
+    agent_spaces: Mapping[str, tuple[gym.Space, gym.Space]] | None = None,
 ) -> dict[str, Any]:
-    """Run the row checks on one unit; ``columns[file] = (columns of the right type, list-typed columns)``."""
+    """Run the row checks on one unit; ``columns[file] = (columns of the right type, list-typed columns)``;
+    ``agent_spaces``: each agent's rows checked in its own spaces (``episodes.agent_spaces``)."""
     typed, listed = (set(c) for c in columns[unit.file])
     summary: dict[str, list] = {k: [] for k in SUMMARY_KEYS}
     bad = {c: 0 for c in ROW_CHECKS}
     examples: dict[str, list] = {c: [] for c in ROW_CHECKS}
     for offset, rb in iter_unit_batches(unit):
-        part, find, ids = _check_batch(rb, offset, obs_space, act_space, typed, listed, max_examples)
+        part, find, ids = _check_batch(rb, offset, obs_space, act_space, typed, listed, max_examples, agent_spaces)
         for k in SUMMARY_KEYS:
             summary[k].extend(part[k])
         for check in ROW_CHECKS:

@@ -126,15 +126,18 @@ def table_digests(table: pa.Table | pa.RecordBatch) -> tuple[int, int]:
 
 
 def combine(parts: Iterable[tuple[int, int]], *, observation_space: Mapping[str, Any],
-            action_space: Mapping[str, Any], extra_columns: Mapping[str, Any]) -> str:
+            action_space: Mapping[str, Any], extra_columns: Mapping[str, Any],
+            agent_spaces: Mapping[str, Any] | None = None) -> str:
     """The fingerprint (64 hex digits) of a dataset whose tables gave ``parts`` (:func:`table_digests`); the
-    spaces are their JSON forms."""
+    spaces are their JSON forms (``agent_spaces``: ``dataset.json``'s, when its agents' spaces differ)."""
     total = rows = 0
     for part_sum, part_rows in parts:
         total = (total + part_sum) % _MOD
         rows += part_rows
     header = [FINGERPRINT_VERSION, dict(observation_space), dict(action_space),
               {k: dict(v) for k, v in sorted(extra_columns.items())}, rows, f"{total:064x}"]
+    if agent_spaces is not None:
+        header.append(dict(agent_spaces))
     return hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()
 
 
@@ -176,7 +179,8 @@ def unit_digests(unit: Any) -> dict[str, Any]:
 
 
 def files_fingerprint(files: Sequence[Any], *, observation_space: Mapping[str, Any],
-                      action_space: Mapping[str, Any], extra_columns: Mapping[str, Any]) -> str:
+                      action_space: Mapping[str, Any], extra_columns: Mapping[str, Any],
+                      agent_spaces: Mapping[str, Any] | None = None) -> str:
     """The fingerprint of the rows of parquet ``files``, read as a Ray Data job (one task per row group).
     Raises ``ValueError`` naming a file that cannot be read."""
     from offlinerl.episodes.scan import plan_units, run_units
@@ -191,7 +195,7 @@ def files_fingerprint(files: Sequence[Any], *, observation_space: Mapping[str, A
             raise ValueError(f"{payload['unit']['file']}: cannot be read ({payload['read_error']})")
         parts.append((int(payload["sum"], 16), payload["rows"]))
     return combine(parts, observation_space=observation_space, action_space=action_space,
-                   extra_columns=extra_columns)
+                   extra_columns=extra_columns, agent_spaces=agent_spaces)
 
 
 def dataset_fingerprint(path: Any) -> str:

@@ -10,17 +10,20 @@ from typing import Any
 
 import gymnasium as gym
 
+from offlinerl.episodes.agent_spaces import agent_spaces_from_json, agent_spaces_json, check_fits_storage
 from offlinerl.episodes.fingerprint import is_fingerprint
 from offlinerl.episodes.schema import FORMAT_VERSION
 from offlinerl.episodes.spaces import space_from_json, space_to_json
 from offlinerl.config_io import NestingError, plain_json
 
-__all__ = ["DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "recorded_env_kwargs", "SUPPORTED_VERSIONS"]
+__all__ = ["AGENT_SPACES_VERSION", "DatasetInfo", "DatasetInfoError", "INFO_FILE", "MAX_INFO_BYTES", "read_info", "recorded_env_kwargs", "SUPPORTED_VERSIONS"]
 
 INFO_FILE = "dataset.json"
 #: Largest ``dataset.json`` read (16 MiB; ours are a few KiB, Dict spaces included).
 MAX_INFO_BYTES = 16 * 1024 * 1024
-SUPPORTED_VERSIONS = (1,)
+SUPPORTED_VERSIONS = (1, 2)
+#: The format version of a dataset whose agents act in different spaces (``episodes.agent_spaces``).
+AGENT_SPACES_VERSION = 2
 
 
 class DatasetInfoError(ValueError):
@@ -32,9 +35,9 @@ class DatasetInfo:
     """Contents of ``dataset.json``."""
 
     observation_space: gym.Space
-    """Space of one observation (all T+1 of each row)."""
+    """Space of one observation (all T+1 of each row); with ``agent_spaces``, the storage space of every agent's."""
     action_space: gym.Space
-    """Space of one action, as stored in the data."""
+    """Space of one action, as stored in the data; with ``agent_spaces``, the storage space of every agent's."""
     num_episodes: int = 0
     """Number of distinct episodes (chunks of one episode count once)."""
     num_steps: int = 0
@@ -62,7 +65,22 @@ class DatasetInfo:
     created_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     """UTC creation time, ISO 8601."""
     format_version: int = FORMAT_VERSION
-    """Episode format version."""
+    """Episode format version (2 with ``agent_spaces``)."""
+    agent_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
+    """Agents of different spaces (``episodes.agent_spaces``): each agent's own ``(observation, action)`` spaces,
+    its rows' values the first of the storage columns; None when every row is in the two spaces above."""
+
+    def __post_init__(self) -> None:
+        if self.agent_spaces is not None:
+            self.format_version = max(self.format_version, AGENT_SPACES_VERSION)
+
+    def spaces_of(self, agent_id: str | None) -> tuple[gym.Space, gym.Space]:
+        """The ``(observation, action)`` spaces of ``agent_id``'s rows."""
+        if self.agent_spaces is None:
+            return self.observation_space, self.action_space
+        if agent_id not in self.agent_spaces:
+            raise DatasetInfoError(f"agent {agent_id!r} has no entry in agent_spaces ({', '.join(self.agent_spaces)})")
+        return self.agent_spaces[agent_id]
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
@@ -88,6 +106,7 @@ class DatasetInfo:
             "provenance": self.provenance,
             "fingerprint": self.fingerprint,
             "lineage": self.lineage,
+            **({} if self.agent_spaces is None else {"agent_spaces": agent_spaces_json(self.agent_spaces)}),
         }
 
     @classmethod
@@ -107,6 +126,15 @@ class DatasetInfo:
             act_space = space_from_json(data["action_space"])
         except ValueError as exc:
             raise DatasetInfoError(f"{source}: {exc}") from exc
+        try:
+            agent_spaces = agent_spaces_from_json(data.get("agent_spaces"), source)
+            if agent_spaces is not None:
+                check_fits_storage(agent_spaces, obs_space, act_space, source)
+        except ValueError as exc:
+            raise DatasetInfoError(str(exc)) from None
+        if (version >= AGENT_SPACES_VERSION) != (agent_spaces is not None):
+            raise DatasetInfoError(f"{source}: format_version {version} "
+                                   f"{'needs' if version >= AGENT_SPACES_VERSION else 'has no'} agent_spaces")
         counts = {}
         for key in ("num_episodes", "num_steps", "num_rows"):
             value = data.get(key, 0)
@@ -135,6 +163,7 @@ class DatasetInfo:
             provenance=dict(data.get("provenance") or {}),
             created_at=data.get("created_at", ""),
             format_version=version,
+            agent_spaces=agent_spaces,
             **counts,
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import AgentSpaces, agent_spaces_json, pad_episode
 from offlinerl.episodes.atomic import OutputExistsError, atomic_directory
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table, infer_extra_columns, table_to_episodes
 from offlinerl.episodes.fingerprint import combine, files_fingerprint, lineage_entry, table_digests
@@ -32,6 +34,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_STEPS_PER_ROW = 10_000
+C_ACTION_DIST_INPUTS = "action_dist_inputs"
 DEFAULT_ROWS_PER_FILE = 1_000
 
 
@@ -62,6 +65,7 @@ def write_dataset(
     lineage: Sequence[Mapping[str, Any]] | None = None,
     overwrite: bool = False,
     inputs: Sequence[str | Path] = (),
+    agent_spaces: AgentSpaces | None = None,
 ) -> DatasetInfo:
     """Write episodes (an iterable, streamed) or a Ray Dataset of episode rows.
 
@@ -75,6 +79,11 @@ def write_dataset(
     an existing ``path`` is refused unless ``overwrite=True``, and then replaced
     only if it is a dataset; ``inputs`` (what the caller read to make these
     episodes) are never replaced, held or written into (see ``atomic_directory``).
+
+    ``agent_spaces`` (agents of different spaces, ``episodes.agent_spaces``): each agent's own spaces, the two
+    spaces above the storage spaces; episodes are in their agent's spaces and are padded here (rows of a Ray
+    Dataset are already in the storage spaces). ``action_dist_inputs``, whose width is the agent's, is not kept
+    for agents of different action spaces.
     """
     if max_steps_per_row < 1:
         raise ValueError(f"max_steps_per_row must be >= 1, got {max_steps_per_row}")
@@ -88,12 +97,14 @@ def write_dataset(
                 counts, extra = _write_episodes(iter(()), tmp, observation_space, action_space, extra,
                                                 rows_per_file, parts)
         else:
+            if agent_spaces is not None:
+                source = _padded(source, agent_spaces, observation_space, action_space)
             counts, extra = _write_episodes(
                 _chunked(source, max_steps_per_row), tmp, observation_space, action_space,
                 extra_columns, rows_per_file, parts,
             )
         spaces = {"observation_space": space_to_json(observation_space), "action_space": space_to_json(action_space),
-                  "extra_columns": extra}
+                  "extra_columns": extra, "agent_spaces": agent_spaces_json(agent_spaces)}
         fingerprint = (files_fingerprint(parquet_files(tmp), **spaces) if parts is None
                        else combine(parts, **spaces))
         steps = [dict(e) for e in lineage] if lineage else [lineage_entry(_maker(provenance))]
@@ -108,10 +119,24 @@ def write_dataset(
             extra_columns=extra,
             max_steps_per_row=max_steps_per_row,
             provenance=dict(provenance or {}),
+            agent_spaces=None if agent_spaces is None else dict(agent_spaces),
             **counts,
         )
         info.write(tmp)
     return info
+
+
+def _padded(episodes: Iterable[SingleAgentEpisode], agent_spaces: AgentSpaces, observation_space: gym.Space,
+            action_space: gym.Space) -> Iterator[SingleAgentEpisode]:
+    """Each episode in the storage spaces (its agent's spaces checked first)."""
+    action_spaces_differ = len({repr(a) for _, a in agent_spaces.values()}) > 1
+    for ep in episodes:
+        if ep.agent_id not in agent_spaces:
+            raise ValueError(f"episode {ep.id!r}: agent {ep.agent_id!r} has no entry in agent_spaces "
+                             f"({', '.join(agent_spaces)})")
+        if action_spaces_differ and C_ACTION_DIST_INPUTS in ep.extras:
+            ep = replace(ep, extras={k: v for k, v in ep.extras.items() if k != C_ACTION_DIST_INPUTS})
+        yield pad_episode(ep, observation_space, action_space)
 
 
 def _is_ray_dataset(obj: Any) -> bool:
@@ -203,6 +228,21 @@ def read_dataset(path: str | Path, *, columns: Sequence[str] | None = None, **re
             ctx.use_datasource_v2 = v2
 
 
+def decode_rows(table: pa.Table, info: DatasetInfo) -> list[SingleAgentEpisode]:
+    """Rows of the dataset ``info`` describes as episodes, in order, each in its agent's spaces."""
+    if info.agent_spaces is None or table.num_rows == 0:
+        return table_to_episodes(table, info.observation_space, info.action_space, info.extra_columns)
+    agents = table.column(S.AGENT_ID).to_pylist()
+    out: list[SingleAgentEpisode | None] = [None] * table.num_rows
+    for agent in sorted(set(agents), key=str):
+        rows = [i for i, a in enumerate(agents) if a == agent]
+        obs_space, act_space = info.spaces_of(agent)
+        decoded = table_to_episodes(table.take(pa.array(rows)), obs_space, act_space, info.extra_columns)
+        for i, ep in zip(rows, decoded):
+            out[i] = ep
+    return out  # type: ignore[return-value]
+
+
 def load_episodes(path: str | Path, *, reassemble: bool = True) -> list[SingleAgentEpisode]:
     """Load every row of a (small) dataset as episodes; chunks are joined unless ``reassemble=False``.
 
@@ -217,8 +257,7 @@ def load_episodes(path: str | Path, *, reassemble: bool = True) -> list[SingleAg
             check_parquet_size(f)
         except ParquetTooLargeError as exc:
             raise exc.named() from None
-        table = pq.read_table(f)
-        episodes.extend(table_to_episodes(table, info.observation_space, info.action_space, info.extra_columns))
+        episodes.extend(decode_rows(pq.read_table(f), info))
     if not reassemble:
         return episodes
     groups: dict[tuple[str, str | None], list[SingleAgentEpisode]] = {}

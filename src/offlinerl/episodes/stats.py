@@ -24,13 +24,14 @@ import numpy as np
 import pyarrow.compute as pc
 
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, atomic_file, check_output_file
 from offlinerl.episodes.checks import leaf_values
 from offlinerl.episodes.fingerprint import format_lineage
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
-from offlinerl.episodes.spaces import leaf_spaces, space_to_json
+from offlinerl.episodes.spaces import leaf_spaces, space_from_json, space_to_json
 
 __all__ = ["dataset_stats", "format_stats", "plot_stats", "StatsError"]
 
@@ -210,6 +211,7 @@ def dataset_stats(path: str | Path) -> dict[str, Any]:
         "env_id": info.env_id,
         "observation_space": space_to_json(info.observation_space),
         "action_space": space_to_json(info.action_space),
+        "agent_spaces": agent_spaces_json(info.agent_spaces),
         "episodes": len(episodes),
         "rows": num_rows,
         "steps": num_steps,
@@ -268,6 +270,11 @@ def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
             continue
         cells = "  ".join(f"{k} {_g(v)}" for k, v in d.items() if k not in ("mean", "std"))
         lines.append(f"  {name:<8} mean {_g(d['mean'])} ± {_g(d['std'])}   {cells}")
+    agents = stats.get("agent_spaces")
+    if agents:
+        lines.append("agents of different spaces (each agent's values first in the columns below, zeros after them):")
+        lines += [f"  {a}: observations {space_from_json(s['observation_space'])}, actions "
+                  f"{space_from_json(s['action_space'])}" for a, s in agents.items()]
     lines += _format_leaves("actions", stats["actions"], max_dims)
     lines += _format_leaves("observations (obs[:T] of every row)", stats["observations"], max_dims)
     lines.append(f"fingerprint {stats.get('fingerprint') or 'not recorded (written before fingerprints)'}")

@@ -307,7 +307,7 @@ def validate_dataset(path: str | Path, max_examples: int = 5, *, local: bool = F
     units = [u for u in units if u.file in columns]
 
     fn = functools.partial(check_unit, obs_space=info.observation_space, act_space=info.action_space,
-                           columns=columns, max_examples=limit)
+                           columns=columns, max_examples=limit, agent_spaces=info.agent_spaces)
     rows: list[tuple] = []
     per_check = {c: (0, []) for c in ROW_CHECKS}
     nodes: set[str] = set()

@@ -64,7 +64,8 @@ def checkpoint_team_policy(path: str | Path, env: str, env_kwargs: Mapping[str, 
 
     ckpt = load_checkpoint(path)
     check_team_env(env, ckpt.observation_space, ckpt.action_space, list(ckpt.module_ids), env_kwargs,
-                   policy_mapping=ckpt.config.policy_mapping, what=f"the checkpoint {path}")
+                   policy_mapping=ckpt.config.policy_mapping, what=f"the checkpoint {path}",
+                   module_spaces=ckpt.module_spaces)
     ckpt.build_module(inference_only=True)
     info = {"policy": str(path), "algorithm": ckpt.algorithm, "checkpoint_iteration": ckpt.meta.iteration,
             "checkpoint_updates": ckpt.meta.num_updates, "checkpoint_dataset": ckpt.meta.dataset}

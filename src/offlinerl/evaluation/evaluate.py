@@ -36,7 +36,8 @@ def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: i
     episodes, seed = episodes or ev.episodes, ev.seed if seed is None else seed
     if is_pettingzoo(env_id) or len(ckpt.module_ids) > 1:
         check_team_env(env_id, ckpt.observation_space, ckpt.action_space, list(ckpt.module_ids), env_kwargs,
-                       policy_mapping=ckpt.config.policy_mapping, trusted=env is not None, what=f"the checkpoint {path}")
+                       policy_mapping=ckpt.config.policy_mapping, trusted=env is not None, what=f"the checkpoint {path}",
+                       module_spaces=ckpt.module_spaces)
         module = ckpt.build_module(inference_only=True).to(device or "cpu")
         out = team_metrics(team_episodes(module, env_id, ckpt.env_to_modules(), episodes=episodes, seed=seed,
                                          env_kwargs=env_kwargs))

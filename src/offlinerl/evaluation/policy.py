@@ -100,5 +100,5 @@ def load_policy(checkpoint: str | Path | Checkpoint, module_id: str | None = Non
     if module_id not in ids:
         raise ValueError(f"{ckpt.path} has no module {module_id!r}; it holds {ids}")
     module = ckpt.build_module(inference_only=True)[module_id]  # shapes and finiteness checked, one clear message
-    return Policy(module.eval(), ckpt.env_to_module(module_id), ckpt.observation_space, ckpt.action_space,
+    return Policy(module.eval(), ckpt.env_to_module(module_id), *ckpt.spaces_of(module_id),
                   str(ckpt.path))

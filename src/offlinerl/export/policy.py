@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from offlinerl.connectors import observation_connectors
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.atomic import UnsafeOutputError, atomic_file, check_output_file, check_output_place
 from offlinerl.episodes.spaces import space_to_json
 from offlinerl.export.deployed import (DeployedPolicy, JointDeployedPolicy, joint_batch_name, joint_input_name,
@@ -86,9 +87,9 @@ def _deployed(ckpt: Checkpoint, module_ids: list[str]) -> dict[str, DeployedPoli
     modules = ckpt.build_module(inference_only=True)
     out = {}
     for mid in module_ids:
-        obs = observation_connectors(ckpt.observation_space, ckpt.config.normalize_observations,
-                                     ckpt.module_connector_state(mid))
-        policy = DeployedPolicy(modules[mid], ckpt.observation_space, ckpt.action_space, obs.normalize, mid)
+        obs_space, act_space = ckpt.spaces_of(mid)
+        obs = observation_connectors(obs_space, ckpt.config.normalize_observations, ckpt.module_connector_state(mid))
+        policy = DeployedPolicy(modules[mid], obs_space, act_space, obs.normalize, mid)
         out[mid] = policy.eval().requires_grad_(False)  # outputs carry no autograd graph (.numpy() works)
     return out
 
@@ -128,12 +129,13 @@ def _source(ckpt: Checkpoint, fmt: str) -> dict[str, Any]:
 
 def policy_metadata(ckpt: Checkpoint, policy: DeployedPolicy, fmt: str) -> dict[str, Any]:
     """What a deployed file says about itself: source, spaces, inputs and output (JSON)."""
+    obs_space, act_space = ckpt.spaces_of(policy.module_id)
     return {
         **_source(ckpt, fmt), "module_id": policy.module_id, "iteration": ckpt.meta.iteration,
         "num_updates": ckpt.meta.num_updates, "normalize_observations": policy.normalize,
-        "observation_space": space_to_json(ckpt.observation_space), "action_space": space_to_json(ckpt.action_space),
-        "inputs": [spec.to_json() for spec in policy_inputs(ckpt.observation_space)],
-        "outputs": [policy_output(ckpt.action_space)],
+        "observation_space": space_to_json(obs_space), "action_space": space_to_json(act_space),
+        "inputs": [spec.to_json() for spec in policy_inputs(obs_space)],
+        "outputs": [policy_output(act_space)],
     }
 
 
@@ -147,13 +149,14 @@ def joint_policy_metadata(ckpt: Checkpoint, joint: JointDeployedPolicy, fmt: str
             entry = spec.to_json()
             inputs.append({**entry, "name": joint_input_name(mid, spec), "module_id": mid,
                            "shape": [batch, *entry["shape"][1:]]})
-        entry = policy_output(ckpt.action_space)
+        entry = policy_output(ckpt.spaces_of(mid)[1])
         outputs.append({**entry, "name": joint_output_name(mid), "module_id": mid,
                         "shape": [batch, *entry["shape"][1:]]})
     return {
         **_source(ckpt, fmt), "module_ids": list(joint.module_ids), "iteration": ckpt.meta.iteration,
         "num_updates": ckpt.meta.num_updates, "normalize_observations": bool(ckpt.config.normalize_observations),
         "observation_space": space_to_json(ckpt.observation_space), "action_space": space_to_json(ckpt.action_space),
+        **({} if ckpt.module_spaces is None else {"module_spaces": agent_spaces_json(ckpt.module_spaces)}),
         "inputs": inputs, "outputs": outputs,
     }
 

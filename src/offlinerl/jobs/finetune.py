@@ -161,7 +161,8 @@ def run_finetune(
     if destination is not None:
         recording = OnlineRecording(
             run / RECORDING_PARTS, observation_space=algo.offline_data.observation_space,
-            action_space=algo.offline_data.action_space, env_id=algo.online_env_id(),
+            action_space=algo.offline_data.action_space, agent_spaces=algo.offline_data.info.agent_spaces,
+            env_id=algo.online_env_id(),
             provenance={"collector": "offlinerl finetune", "checkpoint": str(spec.checkpoint),
                         "algorithm": algo.name, "run_dir": str(run)},
             inputs=_inputs(spec, dataset),

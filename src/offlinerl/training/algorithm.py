@@ -120,7 +120,8 @@ class Algorithm:
             self.offline_data.set_connector_state(connector_state)
         _setup.check_cpus(config, online, self.offline_data)
         obs_space, act_space = self.offline_data.observation_space, self.offline_data.action_space
-        self.module_spec = config.module_spec(self.module_class, obs_space, act_space, self.offline_data.module_ids)
+        self.module_spec = config.module_spec(self.module_class, obs_space, act_space, self.offline_data.module_ids,
+                                              self.offline_data.module_spaces)
         t0 = time.perf_counter()
         specs = self.offline_data.source_specs(max(1, config.num_learners), config.train_batch_size, config.seed)
         capacity = 0
@@ -163,7 +164,7 @@ class Algorithm:
                 learner_pipelines={mid: data.learner_pipeline(normalize=True, module_id=mid) for mid in data.module_ids},
                 module_of=partial(_row_module, self.config.policy_mapping),
                 normalize=self.config.normalize_observations, observation_space=data.observation_space,
-                action_space=data.action_space, env=self.online_env_id(),
+                action_space=data.action_space, agent_spaces=data.info.agent_spaces, env=self.online_env_id(),
                 env_kwargs=_setup.online_env_kwargs(self.config, online, data), num_learners=self.learner_group.num_shards,
                 capacity_per_learner=capacity)
         return OnlineExperience(

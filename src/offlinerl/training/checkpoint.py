@@ -54,6 +54,7 @@ import torch
 
 from offlinerl.algorithms.algorithm_config import AlgorithmConfig
 from offlinerl.config_io import to_finite_json
+from offlinerl.episodes.agent_spaces import agent_spaces_from_json
 from offlinerl.episodes.io import atomic_directory
 from offlinerl.episodes.spaces import SpaceError, space_from_json
 from offlinerl.training.checkpoint_bounds import (check_model, check_module_size, check_state_file, check_statistics,
@@ -170,6 +171,19 @@ class Checkpoint:
     action_space: gym.Space
     module_class: type
     learner_class: type
+    module_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
+    """Each module's ``(observation, action)`` spaces where they differ (``CheckpointMeta.module_spaces``); None:
+    every module acts in the two spaces above."""
+
+    def spaces_of(self, module_id: str | None = None) -> tuple[gym.Space, gym.Space]:
+        """Module ``module_id``'s ``(observation, action)`` spaces (None: the only module's)."""
+        if self.module_spaces is None:
+            return self.observation_space, self.action_space
+        if module_id is None:
+            if len(self.module_ids) != 1:
+                raise ValueError(f"{self.path} holds the modules {self.module_ids}; choose one with module_id")
+            module_id = self.module_ids[0]
+        return self.module_spaces[module_id]
 
     @property
     def algorithm(self) -> str:
@@ -259,7 +273,8 @@ class Checkpoint:
 
     def module_spec(self) -> Any:
         """The ``MultiRLModuleSpec`` the job trained (``AlgorithmConfig.module_spec``: a shared encoder too)."""
-        return self.config.module_spec(self.module_class, self.observation_space, self.action_space, self.module_ids)
+        return self.config.module_spec(self.module_class, self.observation_space, self.action_space, self.module_ids,
+                                       self.module_spaces)
 
     def build_module(self, inference_only: bool = True) -> Any:
         """The MultiRLModule with this checkpoint's weights, checked for shape and finiteness: inference-only, the
@@ -303,7 +318,7 @@ class Checkpoint:
 
         state = self.module_connector_state(module_id)
         try:
-            return env_to_module_pipeline(self.observation_space, self.config.normalize_observations, state)
+            return env_to_module_pipeline(self.spaces_of(module_id)[0], self.config.normalize_observations, state)
         except ConnectorStateError as exc:
             where = f"{module_id}." if module_id is not None and module_id in self.connector_state else ""
             raise CheckpointError(f"{self.path / METADATA_FILE}: connector_state.{where}{exc}") from None
@@ -339,10 +354,17 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
         act_space = space_from_json(meta.action_space)
     except (SpaceError, RecursionError) as exc:
         raise CheckpointError(f"{file}: {exc}") from None
+    try:
+        spaces = agent_spaces_from_json(meta.module_spaces, f"{file}: module_spaces")
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(str(exc)) from None
+    if spaces is not None and sorted(spaces) != sorted(meta.module_ids):
+        raise CheckpointError(f"{file}: module_spaces names the modules {sorted(spaces)}, module_ids {meta.module_ids}")
     check_model(file, config)
-    check_statistics(file, meta.connector_state, obs_space, meta.module_ids)
+    check_statistics(file, meta.connector_state, obs_space, meta.module_ids,
+                     None if spaces is None else {m: o for m, (o, _) in spaces.items()})
     ckpt = Checkpoint(path, meta, config, obs_space, act_space,
                       _resolve_class(meta.module_class, "module", file),
-                      _resolve_class(meta.learner_class, "learner", file))
+                      _resolve_class(meta.learner_class, "learner", file), spaces)
     check_module_size(file, path / STATE_FILE, ckpt.module_spec)
     return ckpt

@@ -130,10 +130,11 @@ def check_module_size(file: Path, state: Path, module_spec: Callable[[], Any]) -
 
 
 def check_statistics(file: Path, connector_state: Mapping[str, Any], observation_space: gym.Space,
-                     module_ids: Sequence[str] = ()) -> None:
+                     module_ids: Sequence[str] = (), module_observation_spaces: Mapping[str, gym.Space] | None = None) -> None:
     """Refuse observation statistics that would normalise to NaN or belong to another space: ``count`` a
     non-negative integer, ``mean`` and ``var`` one finite number per flattened observation dimension, ``var``
-    >= 0. With several ``module_ids``, each module's (``connectors.split_module_states``)."""
+    >= 0. With several ``module_ids``, each module's (``connectors.split_module_states``; in its own observation
+    space where ``module_observation_spaces`` gives one)."""
     from offlinerl.connectors import ConnectorStateError, split_module_states
 
     if len(module_ids) <= 1:
@@ -144,7 +145,8 @@ def check_statistics(file: Path, connector_state: Mapping[str, Any], observation
     except ConnectorStateError as exc:
         raise CheckpointError(f"{file}: connector_state.{exc}") from None
     for mid, state in states.items():
-        _check_statistics(file, f"{mid}." if mid in connector_state else "", state, observation_space)
+        space = (module_observation_spaces or {}).get(mid, observation_space)
+        _check_statistics(file, f"{mid}." if mid in connector_state else "", state, space)
 
 
 def _check_statistics(file: Path, prefix: str, connector_state: Mapping[str, Any], observation_space: gym.Space) -> None:

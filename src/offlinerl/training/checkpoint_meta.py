@@ -85,6 +85,9 @@ class CheckpointMeta:
     """An online job's replay record: ``{"dir": "replay", "groups": [{"iteration", "rows"}, ...]}``."""
     files: dict[str, Any] = field(default_factory=dict)
     """Size and sha256 of every other file (``{name: {"bytes", "sha256"}}``; version 1: none)."""
+    module_spaces: dict[str, Any] | None = None
+    """Modules acting in different spaces (a dataset whose agents' spaces differ, ``episodes.agent_spaces``):
+    ``{module_id: {"observation_space", "action_space"}}`` in JSON form; None: every module in the two above."""
 
     @classmethod
     def read(cls, directory: str | Path) -> "CheckpointMeta":
@@ -104,6 +107,7 @@ class CheckpointMeta:
             env_kwargs=meta.get("env_kwargs"), best_eval_return=meta.get("best_eval_return"),
             last_eval=last_eval if isinstance(last_eval, dict) else {}, online=meta.get("online"),
             gate=meta.get("gate"), replay=meta.get("replay"), files=meta["files"],
+            module_spaces=meta.get("module_spaces"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,8 +120,8 @@ class CheckpointMeta:
                "iteration": self.iteration, "num_updates": self.num_updates, "env_steps": self.env_steps,
                "weights_seq_no": self.weights_seq_no, "best_eval_return": self.best_eval_return,
                "last_eval": self.last_eval}
-        out.update({k: v for k, v in (("online", self.online), ("gate", self.gate), ("replay", self.replay))
-                    if v is not None})
+        out.update({k: v for k, v in (("online", self.online), ("gate", self.gate), ("replay", self.replay),
+                                      ("module_spaces", self.module_spaces)) if v is not None})
         return {**out, "format": CHECKPOINT_FORMAT, "format_version": self.format_version, "files": self.files}
 
 

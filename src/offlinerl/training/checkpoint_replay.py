@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, write_dataset
+from offlinerl.episodes import DatasetInfoError, SingleAgentEpisode, load_episodes, read_info, write_dataset
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.training.checkpoint_meta import METADATA_FILE, REPLAY_DIR, CheckpointError, CheckpointMeta
 
@@ -36,6 +36,8 @@ class ReplayEpisodes:
     """The iteration of each add."""
     observation_space: gym.Space
     action_space: gym.Space
+    agent_spaces: Any = None
+    """Agents of different spaces (``episodes.agent_spaces``): each agent's, the two above the storage spaces."""
 
 
 def _renumbered(episodes: Sequence[SingleAgentEpisode]) -> list[SingleAgentEpisode]:
@@ -54,7 +56,7 @@ def write_replay(replay: ReplayEpisodes, directory: Path) -> dict[str, Any]:
     longest = max((len(ep) for ep in episodes), default=0)
     write_dataset(episodes, directory, observation_space=replay.observation_space,
                   action_space=replay.action_space, max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest),
-                  provenance={"collector": "offlinerl online replay (checkpoint)"})
+                  provenance={"collector": "offlinerl online replay (checkpoint)"}, agent_spaces=replay.agent_spaces)
     return {"dir": REPLAY_DIR, "groups": [{"iteration": int(i), "rows": len(g)}
                                           for i, g in zip(replay.iterations, replay.groups)]}
 
@@ -84,4 +86,5 @@ def read_replay(path: Path, meta: CheckpointMeta, check_file: Callable[..., Path
     for g in groups_meta:
         groups.append(episodes[start:start + g["rows"]])
         start += g["rows"]
-    return ReplayEpisodes(groups, [g["iteration"] for g in groups_meta], observation_space, action_space)
+    return ReplayEpisodes(groups, [g["iteration"] for g in groups_meta], observation_space, action_space,
+                          read_info(directory).agent_spaces)

@@ -84,8 +84,10 @@ class ReplayLedger:
     replay's transitions. A subclass says how episodes become each learner's part (``_shards``)."""
 
     def __init__(self, *, observation_space: gym.Space, action_space: gym.Space, num_learners: int,
-                 capacity_per_learner: int) -> None:
+                 capacity_per_learner: int, agent_spaces: Any = None) -> None:
         self.observation_space, self.action_space = observation_space, action_space
+        self.agent_spaces = agent_spaces
+        """Agents of different spaces (``episodes.agent_spaces``): what replays and recordings are written with."""
         self.num_learners = num_learners
         self.capacity = capacity_per_learner
         self.replay_size = 0
@@ -129,7 +131,7 @@ class ReplayLedger:
     def replay_episodes(self) -> ReplayEpisodes:
         """What a checkpoint keeps to rebuild the replays (episodes still waiting to complete are not kept)."""
         return ReplayEpisodes([a.episodes for a in self._adds], [a.iteration for a in self._adds],
-                              self.observation_space, self.action_space)
+                              self.observation_space, self.action_space, self.agent_spaces)
 
     def rebuild(self, replay: ReplayEpisodes) -> list[Columns]:
         """Every learner's transitions, oldest first, from a checkpoint's episodes (the same pipeline and split)."""

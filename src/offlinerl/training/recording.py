@@ -49,9 +49,11 @@ class OnlineRecording:
     """Sampled chunks staged per iteration in ``parts``, joined into one dataset by ``write``."""
 
     def __init__(self, parts: str | Path, *, observation_space: gym.Space, action_space: gym.Space,
-                 env_id: str | None, provenance: Mapping[str, Any], inputs: Sequence[str | Path] = ()) -> None:
+                 env_id: str | None, provenance: Mapping[str, Any], inputs: Sequence[str | Path] = (),
+                 agent_spaces: Any = None) -> None:
         self.parts = Path(parts)
         self.observation_space, self.action_space = observation_space, action_space
+        self.agent_spaces = agent_spaces  # agents of different spaces: episodes.agent_spaces
         self.env_id = env_id
         self.provenance = dict(provenance)
         self.inputs = [str(p) for p in inputs]
@@ -78,7 +80,7 @@ class OnlineRecording:
         longest = max(len(c) for c in chunks)
         write_dataset(list(chunks), self.parts / _PART.format(iteration), observation_space=self.observation_space,
                       action_space=self.action_space, env_id=self.env_id, overwrite=True,
-                      max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest))
+                      max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest), agent_spaces=self.agent_spaces)
 
     def write(self, dest: str | Path, *, overwrite: bool = False) -> DatasetInfo | None:
         """Join the parts into one episode dataset at ``dest`` (None: nothing was recorded)."""
@@ -104,4 +106,4 @@ class OnlineRecording:
         return write_dataset(episodes(), dest, observation_space=self.observation_space, action_space=self.action_space,
                              env_id=self.env_id, provenance={**self.provenance, "iterations": numbered[-1][0]},
                              overwrite=overwrite, inputs=self.inputs,
-                             max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest))
+                             max_steps_per_row=max(DEFAULT_MAX_STEPS_PER_ROW, longest), agent_spaces=self.agent_spaces)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from offlinerl.config_io import to_dict
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.spaces import space_to_json
 from offlinerl.training.checkpoint import Checkpoint, CheckpointError, class_path
 
@@ -43,6 +44,8 @@ def metadata(algo: "Algorithm") -> dict[str, Any]:
         "weights_seq_no": algo.weights_seq_no,
         "best_eval_return": algo.best_eval_return,
         "last_eval": algo.last_eval,
+        **({} if not algo.offline_data.agent_spaces_differ else
+           {"module_spaces": agent_spaces_json(algo.offline_data.module_spaces)}),
         **({} if algo.online is None else {"online": to_dict(algo.online)}),
         **({} if algo.gate is None or algo.gate.weights is None else {"gate": algo.gate.metadata()}),
     }

@@ -100,7 +100,8 @@ def check_eval_env(config: AlgorithmConfig, data: OfflineData, dataset: str) -> 
     if team_evaluation(config, data):
         check_team_env(eval_env_id(config, data), data.observation_space, data.action_space, list(data.module_ids),
                        eval_env_kwargs(config, data), policy_mapping=config.policy_mapping,
-                       trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
+                       trusted=config.evaluation.env is not None, what=f"the dataset {dataset}",
+                       module_spaces=data.module_spaces)
         return
     check_env(eval_env_id(config, data), data.observation_space, data.action_space, eval_env_kwargs(config, data),
               trusted=config.evaluation.env is not None, what=f"the dataset {dataset}")
@@ -125,7 +126,7 @@ def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: Offlin
         if online.env is not None:
             check_team_env(online.env, data.observation_space, data.action_space, list(data.module_ids),
                            online.env_kwargs, policy_mapping=config.policy_mapping, trusted=True,
-                           what=f"the dataset {dataset}")
+                           what=f"the dataset {dataset}", module_spaces=data.module_spaces)
         return
     if data.multi_module:
         raise ConfigError(f"online.env: the dataset trains {len(data.module_ids)} modules; their online experience "

@@ -57,17 +57,18 @@ class TeamExperience(ReplayLedger):
         normalize: bool,
         observation_space: gym.Space,
         action_space: gym.Space,
+        agent_spaces: Any = None,
         env: str,
         env_kwargs: Mapping[str, Any],
         num_learners: int,
         capacity_per_learner: int,
     ) -> None:
         super().__init__(observation_space=observation_space, action_space=action_space, num_learners=num_learners,
-                         capacity_per_learner=capacity_per_learner)
+                         capacity_per_learner=capacity_per_learner, agent_spaces=agent_spaces)
         self.online, self.seed = online, seed
         self.learner_pipelines = dict(sorted(learner_pipelines.items()))
         self.module_of = module_of
-        factory = LiveTeamPolicyFactory(module_spec, observation_space, normalize, explore=online.explore)
+        factory = LiveTeamPolicyFactory(module_spec, normalize, explore=online.explore)
         self._acting_keys = set(module_spec.build(inference_only=True).state_dict())
         config = TeamRunnerConfig(env=env, env_kwargs=dict(env_kwargs), seed=seed, policy_factory=factory)
         self.runners: MultiAgentEnvRunner | MultiAgentEnvRunnerGroup = (

@@ -4,7 +4,9 @@
    (:mod:`offlinerl.convert.table.rows`), materialised.
 2. Spaces: declared in the spec, else the env's (``env``), else inferred from those rows
    (:mod:`offlinerl.convert.table.infer`) and written into the dataset and the report for the user to check.
-   With the spec's ``agent``, agents whose observations or actions differ are refused there.
+   With the spec's ``agent``, agents of different spaces (``agent_spaces`` in the spec, a PettingZoo env's, or
+   inferred per agent where their widths differ) make a version-2 dataset (``offlinerl.episodes.agent_spaces``);
+   agents that differ from one declared space, or in a way no storage space holds, are refused.
 3. ``groupby(episode id[, agent id]).map_groups(build_episode)`` (:mod:`offlinerl.convert.table.episodes`).
 4. Tally, then write atomically with the quarantine file.
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import gymnasium as gym
 
@@ -27,6 +29,8 @@ from offlinerl.convert.table.infer import check_agents_agree, infer_spaces, merg
 from offlinerl.convert.table.rows import NO_EPISODE, ReadSettings, find_table_files, group_keys, read_file
 from offlinerl.convert.table.spec import TableSpec
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import (AgentSpacesError, agent_spaces_from_json, agent_spaces_json,
+                                             storage_spaces)
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import SpaceError, space_from_json, space_to_json
@@ -36,17 +40,35 @@ __all__ = ["convert_table"]
 CONVERTER = "offlinerl.convert.table.convert"
 
 
-def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | None, gym.Space | None, dict | None]:
-    obs = act = env_spec = None
+def _storage(agent_spaces: dict[str, tuple[gym.Space, gym.Space]], what: str) -> tuple[gym.Space, gym.Space, Any]:
+    """``(observation storage, action storage, agent spaces or None)`` (``ConvertUsageError`` when no storage
+    space holds them)."""
+    try:
+        return storage_spaces({a: o for a, (o, _) in agent_spaces.items()},
+                              {a: s for a, (_, s) in agent_spaces.items()}, what=what)
+    except AgentSpacesError as exc:
+        raise ConvertUsageError(str(exc)) from None
+
+
+def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | None, gym.Space | None, dict | None,
+                                                                   Any]:
+    obs = act = env_spec = agent_spaces = None
     try:
         obs = space_from_json(spec.observation_space) if spec.observation_space else None
         act = space_from_json(spec.action_space) if spec.action_space else None
+        if spec.agent_spaces:
+            declared = agent_spaces_from_json(spec.agent_spaces, "spec")
+            obs, act, agent_spaces = _storage(declared, "spec: agent_spaces")
+            agent_spaces = agent_spaces or declared  # one space for all: still, only the agents named convert
+            report.observation_space_from = report.action_space_from = "given (agent_spaces)"
     except (SpaceError, ValueError, KeyError, TypeError) as exc:
         raise ConvertUsageError(f"spec: a declared space is not a space in JSON form ({exc})") from exc
     report.observation_space_from = "given" if obs else report.observation_space_from
     report.action_space_from = "given" if act else report.action_space_from
     if spec.env:
         env = env_spaces(spec.env, trusted=False, what="spec: env")  # a spec is a file: it chooses no module
+        if obs is None and act is None and env.agent_spaces is not None:
+            agent_spaces = env.agent_spaces
         if obs is None:
             obs, report.observation_space_from = env.observation_space, f"env {spec.env}"
         if act is None:
@@ -57,7 +79,26 @@ def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | No
                                 f"the observation space {obs} has others")
     if act is not None and isinstance(act, (gym.spaces.Dict, gym.spaces.Tuple)):
         raise ConvertUsageError(f"spec: action space {act}: Dict/Tuple actions are not supported")
-    return obs, act, env_spec
+    return obs, act, env_spec, agent_spaces
+
+
+def _per_agent(by_agent: dict, spec: TableSpec, unread: Sequence[str], report: ConversionReport) -> Any:
+    """Agents whose inferred spaces differ: ``(storage spaces..., agent spaces)``; None when every agent's rows
+    fit one inferred space (``check_agents_agree``), or for a Dict observation (refused as before)."""
+    try:
+        check_agents_agree(by_agent, spec, infer_action=True)
+        return None
+    except ConvertUsageError:
+        kinds = {infer_spaces(s, spec)[1].__class__ for s in by_agent.values() if s.readable}
+        if spec.observation.is_dict or len(kinds) > 1:  # no storage space holds them: the refusal as it was
+            raise
+    inferred = {a: infer_spaces(seen, spec, unread=unread)[:2] for a, seen in by_agent.items()}
+    obs, act, agent_spaces = _storage(inferred, f"the agents of column {spec.agent!r}")
+    report.notes.append("agents of different spaces, each inferred from its own rows: " + "; ".join(
+        f"{a}: observation {o}, action {s}" for a, (o, s) in agent_spaces.items())
+        + " (check them; declare agent_spaces in the spec for the real bounds)")
+    report.observation_space_from = report.action_space_from = "inferred per agent from the data"
+    return obs, act, agent_spaces
 
 
 def convert_table(
@@ -78,15 +119,21 @@ def convert_table(
     check_output(output, overwrite, kind="dataset", inputs=input_paths)
     report = ConversionReport(source_format="step table (CSV / parquet / JSON lines)", record_unit="step rows",
                               output=str(Path(output).resolve()), files=len(files))
-    obs_space, act_space, env_spec = _declared(spec, report)
+    obs_space, act_space, env_spec, agent_spaces = _declared(spec, report)
     read = ReadSettings(spec, tuple(files), limits)
     with sort_shuffle():  # entered before the read: a Ray Dataset keeps the DataContext it was made in
         rows = (ray.data.from_items([{"file_index": i} for i in range(len(files))])
                 .map_batches(read_file, batch_size=1, batch_format="pyarrow", fn_kwargs={"settings": read})
                 .materialize())
-        if spec.agent or obs_space is None or act_space is None:
+        if agent_spaces is None and (spec.agent or obs_space is None or act_space is None):
             by_agent, unread = seen_by_agent(rows, spec, files)
-            check_agents_agree(by_agent, spec, infer_action=act_space is None)
+            per_agent = None
+            if spec.agent and obs_space is None and act_space is None:
+                per_agent = _per_agent(by_agent, spec, unread, report)
+            if per_agent is not None:
+                obs_space, act_space, agent_spaces = per_agent
+            else:
+                check_agents_agree(by_agent, spec, infer_action=act_space is None)
         if obs_space is None or act_space is None:
             obs_space, act_space, notes = infer_spaces(merged(by_agent), spec, obs_space, act_space, unread)
             report.notes += notes
@@ -94,7 +141,7 @@ def convert_table(
                 if getattr(report, f"{what}_space_from") == "inferred":
                     setattr(report, f"{what}_space_from", "inferred from the data")
         extra = {LOGP_COLUMN: {"dtype": "float32", "shape": []}} if spec.logp_column else {}
-        group = GroupSettings(obs_space, act_space, extra, max_steps_per_row)
+        group = GroupSettings(obs_space, act_space, extra, max_steps_per_row, agent_spaces)
         episodes = (rows.groupby(group_keys(spec), num_partitions=max(1, min(len(files) * 4, 64)))
                     .map_groups(build_episode, batch_format="pyarrow",
                                 fn_kwargs={"settings": EpisodeSettings(spec, tuple(files), group)})
@@ -151,6 +198,8 @@ def _write(ds, tmp: Path, report: ConversionReport, quarantine: list[dict], grou
                                            else "last row of each episode")
     report.details["observation_space_json"] = space_to_json(group.observation_space)
     report.details["action_space_json"] = space_to_json(group.action_space)
+    if group.agent_spaces is not None:
+        report.details["agent_spaces_json"] = agent_spaces_json(group.agent_spaces)
     provenance = {
         "converter": CONVERTER, "source_format": "step table",
         "sources": list(sources) if len(sources) <= 100 else [*sources[:100], f"... {len(sources) - 100} more"],

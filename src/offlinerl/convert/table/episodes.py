@@ -137,8 +137,13 @@ def _episode(key: str, agent: str | None, rows: list[dict[str, Any]], spec: Tabl
     n_steps = len(rows) if spec.next_observation else len(rows) - 1
     if n_steps < 1:
         raise _Rejected("too_short", "one row and no next_observation: an episode needs at least one step")
-    obs_leaves = leaf_spaces(group.observation_space)
-    act_space = group.action_space
+    obs_space, act_space = group.observation_space, group.action_space
+    if group.agent_spaces is not None:  # agents of different spaces: each agent's rows in its own
+        if agent not in group.agent_spaces:
+            raise _Rejected("unknown_agent", f"agent {agent!r} has no spaces (the spec's agent_spaces or the env "
+                                             f"name {', '.join(map(repr, group.agent_spaces))})")
+        obs_space, act_space = group.agent_spaces[agent]
+    obs_leaves = leaf_spaces(obs_space)
     bad: dict[int, tuple[str, str]] = {}
     for i, r in enumerate(rows):
         cells = [(obs_col(k), s, f"observation{'.' + k if k else ''}", False) for k, s in obs_leaves]
@@ -180,7 +185,7 @@ def _episode(key: str, agent: str | None, rows: list[dict[str, Any]], spec: Tabl
         "actions": np.array([rows[i][ACTION]], dtype=np.float64),
         "rewards": np.array([rows[i][REWARD]], dtype=np.float64),
         "terminated": term[i:i + 1], "truncated": trunc[i:i + 1],
-        LOGP_COLUMN: np.array([rows[i][LOGP] or 0.0], dtype=np.float64),
+        LOGP_COLUMN: np.array([0.0 if rows[i][LOGP] is None else rows[i][LOGP]], dtype=np.float64),  # keeps -0.0
     }) for i in range(n_steps)]
     joined = stitch(pieces)
     if isinstance(joined, StitchProblem):
@@ -191,7 +196,7 @@ def _episode(key: str, agent: str | None, rows: list[dict[str, Any]], spec: Tabl
         obs[k] = _to_space(cols["obs"][:, start:start + _width(s)], s)
         start += _width(s)
     episode = SingleAgentEpisode(
-        id=key, obs=obs if isinstance(group.observation_space, gym.spaces.Dict) else obs[LEAF],
+        id=key, obs=obs if isinstance(obs_space, gym.spaces.Dict) else obs[LEAF],
         actions=_to_space(cols["actions"], act_space), rewards=cols["rewards"].astype(np.float32),
         terminated=joined.terminated, truncated=joined.truncated, t_start=joined.t_start, agent_id=agent,
         extras={LOGP_COLUMN: cols[LOGP_COLUMN].astype(np.float32)} if spec.logp_column else {},

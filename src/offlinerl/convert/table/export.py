@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from offlinerl.episodes.agent_spaces import agent_spaces_json
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import load_episodes
 from offlinerl.episodes.spaces import space_to_json
@@ -55,14 +56,16 @@ def write_step_table(dataset: str | Path, path: str | Path, fmt: str = "csv") ->
         raise ValueError("write_step_table: episodes with a module_id (a table spec maps agents, not modules)")
     agents = any(ep.agent_id is not None for ep in episodes)
     rows: list[dict[str, Any]] = []
-    for ep in episodes:
-        obs = np.asarray(ep.obs).reshape(len(ep.rewards) + 1, obs_w)
-        acts = np.asarray(ep.actions).reshape(len(ep.rewards), act_w)
+    for ep in episodes:  # agents of different spaces: each agent's own values, empty cells after them
+        obs = np.asarray(ep.obs).reshape(len(ep.rewards) + 1, -1)
+        acts = np.asarray(ep.actions).reshape(len(ep.rewards), -1)
         for t in range(len(ep.rewards) + 1):
             row: dict[str, Any] = {"episode": ep.id, **({"agent": ep.agent_id} if agents else {}),
                                    "t": ep.t_start + t}
+            row.update({c: None for c in obs_cols})
             row.update({c: v.item() for c, v in zip(obs_cols, obs[t])})
             last = t == len(ep.rewards)
+            row.update({c: None for c in act_cols})
             row.update({c: None if last else v.item() for c, v in zip(act_cols, acts[min(t, len(acts) - 1)])})
             row["reward"] = None if last else float(ep.rewards[t])
             end = t == len(ep.rewards) - 1
@@ -86,8 +89,10 @@ def write_step_table(dataset: str | Path, path: str | Path, fmt: str = "csv") ->
             "action": act_cols[0] if len(act_cols) == 1 else act_cols, "reward": "reward",
             "terminated": {"column": "terminated"}, "truncated": {"column": "truncated"},
             **({"action_logp": "action_logp"} if has_logp else {}),
-            "observation_space": space_to_json(info.observation_space),
-            "action_space": space_to_json(info.action_space), **({"env": info.env_id} if info.env_id else {})}
+            **({"observation_space": space_to_json(info.observation_space),
+                "action_space": space_to_json(info.action_space)} if info.agent_spaces is None else
+               {"agent_spaces": agent_spaces_json(info.agent_spaces)}),
+            **({"env": info.env_id} if info.env_id else {})}
     spec_path = path.with_name(path.name + ".spec.yaml")
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return spec_path

@@ -2,9 +2,9 @@
 
 One pass over the typed rows (``map_batches``) counts, per agent (one group ``""`` without the spec's
 ``agent``), the widths of each observation leaf and of the action, and whether the actions are integers 0 or
-more. A dataset has one observation space and one action space for all its agents, so agents whose
-observations or actions differ in shape (their most common width) or, for an inferred action space, in kind
-(``Discrete`` against ``Box``) are refused with an error naming the two agents and the difference.
+more. Agents whose widths differ get spaces of their own (inferred per agent, a version-2 dataset); agents whose
+actions differ in kind (``Discrete`` against ``Box``), whose Dict observations differ, or that differ from one
+declared space are refused with an error naming the two agents and the difference.
 """
 
 from __future__ import annotations
@@ -142,10 +142,13 @@ def check_agents_agree(by_agent: Mapping[str, Seen], spec: TableSpec, infer_acti
         for what, value in _signature(seen, spec, infer_action).items():
             other, theirs = first.setdefault(what, (agent, value))
             if theirs != value:
-                raise ConvertUsageError(
-                    f"agents {other!r} and {agent!r} differ in {what}: {theirs} for {other!r}, {value} for "
-                    f"{agent!r} (column {spec.agent!r}); a dataset has one observation space and one action space "
-                    "for all its agents: convert agents that differ into datasets of their own")
+                hint = ("a dataset has one observation space and one action space for all its agents: convert "
+                        "agents that differ into datasets of their own"
+                        if what == "action kind" or spec.observation.is_dict else
+                        "a declared observation_space / action_space applies to every agent: declare each agent's "
+                        "spaces in agent_spaces, or leave them out to infer them per agent")
+                raise ConvertUsageError(f"agents {other!r} and {agent!r} differ in {what}: {theirs} for {other!r}, "
+                                        f"{value} for {agent!r} (column {spec.agent!r}); {hint}")
 
 
 def infer_spaces(seen: Seen, spec: TableSpec, observation_space: gym.Space | None = None,

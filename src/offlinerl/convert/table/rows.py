@@ -142,11 +142,15 @@ def _number(v: Any, col: str, finite: bool) -> tuple[float, bool]:
     return x, is_int
 
 
-def _vector(row: dict, cols: tuple[str, ...], finite: bool) -> tuple[list[float] | None, bool]:
-    """One leaf's values (None if every cell is missing) and whether all were written as integers."""
+def _vector(row: dict, cols: tuple[str, ...], finite: bool, ragged: bool = False) -> tuple[list[float] | None, bool]:
+    """One leaf's values (None if every cell is missing) and whether all were written as integers. ``ragged``
+    (a table of agents, which may differ in width): empty cells after the last value end the vector there."""
     cells = [row.get(c) for c in cols]
     if all(_missing(c) for c in cells):
         return None, False
+    if ragged and len(cols) > 1:
+        end = len(cells) - next(i for i, c in enumerate(reversed(cells)) if not _missing(c))
+        cols, cells = cols[:end], cells[:end]
     if any(_missing(c) for c in cells):
         missing = [c for c, v in zip(cols, cells) if _missing(v)]
         raise CellError("missing_value", f"column {missing[0]!r} is empty")
@@ -254,10 +258,10 @@ def parse_row(row: dict, spec: TableSpec) -> dict[str, Any]:
     out: dict[str, Any] = _group(row, spec)
     out[STEP] = _step(row.get(spec.step), spec.step, spec.step_kind)
     for key, cols in spec.observation.leaves:
-        out[obs_col(key)], _ = _vector(row, cols, finite=False)
+        out[obs_col(key)], _ = _vector(row, cols, finite=False, ragged=bool(spec.agent))
     for key, cols in (spec.next_observation.leaves if spec.next_observation else ()):
-        out[next_col(key)], _ = _vector(row, cols, finite=False)
-    out[ACTION], out[ACTION_INT] = _vector(row, spec.action.leaves[0][1], finite=True)
+        out[next_col(key)], _ = _vector(row, cols, finite=False, ragged=bool(spec.agent))
+    out[ACTION], out[ACTION_INT] = _vector(row, spec.action.leaves[0][1], finite=True, ragged=bool(spec.agent))
     reward = row.get(spec.reward)
     out[REWARD] = None if _missing(reward) else _number(reward, spec.reward, True)[0]
     out[TERM] = _flag(row.get(spec.terminated.column), spec.terminated.column) if spec.terminated.column else None

@@ -17,6 +17,8 @@ A spec is a small YAML (or JSON) file, loaded into a frozen :class:`TableSpec`::
     # propensity: p                  # ... or the probability of the action (stored as its log)
     observation_space: null          # optional space JSON (docs/episode-format.md §6); inferred if absent
     action_space: null
+    agent_spaces: null               # optional, with agent: {agent id: {observation_space, action_space}} for
+                                     # agents of different spaces (else inferred per agent where they differ)
     env: null                        # optional gymnasium env id (its spaces when none are declared)
 
 The final observation: with ``next_observation`` every row is one transition
@@ -28,7 +30,10 @@ flags are read from the last step row, or from the final row when set there.
 
 With ``agent``, rows are grouped by (episode id, agent id): each agent's rows of
 an episode make one episode row with ``agent_id`` set (text; an integer is
-written as its decimal digits), and every check above holds per agent.
+written as its decimal digits), and every check above holds per agent. Agents
+of different spaces (widths) are written as a version-2 dataset
+(``offlinerl.episodes.agent_spaces``): their spaces declared in ``agent_spaces``,
+taken from a PettingZoo ``env``, or inferred per agent.
 
 Spec files are plain data: over :data:`MAX_SPEC_BYTES` or with YAML anchors or
 aliases they are refused, and an unknown key is an error naming the key.
@@ -116,6 +121,9 @@ class TableSpec:
     """Observation space JSON; None: inferred (or the env's)."""
     action_space: dict[str, Any] | None = None
     """Action space JSON; None: inferred (or the env's)."""
+    agent_spaces: dict[str, Any] | None = None
+    """With ``agent``: each agent's ``{"observation_space", "action_space"}`` JSON, for agents of different spaces
+    (instead of ``observation_space`` / ``action_space``); None: one space for every agent, or inferred per agent."""
     env: str | None = None
     """Gymnasium env id; None: the dataset has no env. A spec is a file that may have been handed over, so a
     ``module:Env-v0`` id is refused unless ``module`` is allow-listed (:mod:`offlinerl.trusted`)."""
@@ -132,6 +140,8 @@ class TableSpec:
         if self.next_observation is not None and ({k for k, _ in self.next_observation.leaves}
                                                   != {k for k, _ in self.observation.leaves}):
             raise ConvertUsageError("spec: next_observation must have the same form (keys) as observation")
+        if self.agent_spaces is not None and (self.agent is None or self.observation_space or self.action_space):
+            raise ConvertUsageError("spec: agent_spaces needs agent and replaces observation_space / action_space")
         if self.agent is not None and self.agent in (self.episode_id, self.step):
             raise ConvertUsageError(f"spec: agent: {self.agent!r} is also the "
                                     f"{'episode_id' if self.agent == self.episode_id else 'step'} column")
@@ -210,9 +220,9 @@ def spec_from_dict(data: Any) -> TableSpec:
         if extra:
             raise ConvertUsageError(f"spec: step: unknown key {extra[0]!r} (known: column, kind)")
         step, kind = step.get("column"), step.get("kind", "index")
-    for key in ("observation_space", "action_space"):
+    for key in ("observation_space", "action_space", "agent_spaces"):
         if data.get(key) is not None and not isinstance(data[key], Mapping):
-            raise ConvertUsageError(f"spec: {key}: expected a space in JSON form (a mapping)")
+            raise ConvertUsageError(f"spec: {key}: expected a {'space in JSON form' if key != 'agent_spaces' else 'mapping of agent ids'} (a mapping)")
     return TableSpec(
         episode_id=_text(data, "episode_id"), agent=_text(data, "agent", False),
         step=_text({"step": step}, "step"), step_kind=kind,
@@ -223,7 +233,7 @@ def spec_from_dict(data: Any) -> TableSpec:
         terminated=_flag(data["terminated"], "terminated"), truncated=_flag(data["truncated"], "truncated"),
         action_logp=_text(data, "action_logp", False), propensity=_text(data, "propensity", False),
         observation_space=data.get("observation_space"), action_space=data.get("action_space"),
-        env=_text(data, "env", False),
+        agent_spaces=data.get("agent_spaces"), env=_text(data, "env", False),
     )
 
 

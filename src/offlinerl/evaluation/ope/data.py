@@ -3,7 +3,7 @@ multi-agent dataset, one module's rows at a time (each agent's episode an episod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,14 @@ def ope_episodes(info: DatasetInfo, table: pa.Table, module_id: str | None = Non
         table = table.filter(pa.array(row_module_ids(table, policy_mapping) == module_id, type=pa.bool_()))
     elif is_multi_agent(table):
         raise ValueError("a multi-agent dataset: evaluate one module at a time (module_id)")
+    if info.agent_spaces is not None and module_id is not None:  # agents of different spaces: the module's own
+        spaces = [info.spaces_of(a) for a in sorted(set(table.column(S.AGENT_ID).to_pylist()), key=str)]
+        if any(s != spaces[0] for s in spaces):
+            raise ValueError(f"module {module_id!r} has rows of agents in different spaces ({spaces[0]}, "
+                             f"{next(s for s in spaces if s != spaces[0])})")
+        if spaces:
+            obs_space, act_space = spaces[0]
+            info = replace(info, observation_space=obs_space, action_space=act_space, agent_spaces=None)
     agents = is_multi_agent(table)
     keys = [S.EPISODE_ID, *([S.AGENT_ID] if agents else []), S.CHUNK_INDEX]
     table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
