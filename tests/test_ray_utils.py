@@ -165,17 +165,20 @@ def _validate(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_command_starts_its_own_ray_instead_of_joining_a_running_cluster(stray_cluster):
+def test_a_command_starts_its_own_ray_instead_of_joining_a_running_cluster(stray_cluster, tmp_path):
     """Ray's plain ``ray.init()`` would join the stray cluster (with 'Found multiple active Ray instances' when
     there are several); a command without --address starts a private local Ray and says so in one line."""
     address, env = stray_cluster
     probe = "from ray._private.services import canonicalize_bootstrap_address as c; print(c(None))"
     joined = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout
     assert joined.strip() == address  # what Ray's own default would have joined
-    proc = _validate(env)
+    # a data operation always runs on Ray (validate checks a dataset this small in its own process)
+    proc = subprocess.run([sys.executable, "-m", "offlinerl", "data", "filter", str(REPO / "datasets" / "cartpole-mixed"),
+                           "--top", "10%", "-o", str(tmp_path / "top")], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     cpus = _local_cpus(None)
-    assert proc.stderr.splitlines()[0] == f"offlinerl validate: starting Ray (local, {cpus} CPUs) ..."
+    assert proc.stderr.splitlines()[0] == f"offlinerl data: starting Ray (local, {cpus} CPUs) ..."
     assert address not in proc.stdout + proc.stderr and "Connecting to latest cluster" not in proc.stderr
 
 

@@ -18,8 +18,10 @@ exit codes:
      (the file is named; the other files are still checked)
 
 The checks run as a Ray Data job (one task per parquet row group), so datasets
-larger than memory validate. --address (or RAY_ADDRESS) runs them on an existing
-cluster (PATH must then be readable from every node; --json lists the nodes used).
+larger than memory validate; a dataset of at most 64 MiB of parquet is checked in
+this process instead, without starting Ray, unless a cluster is named. --address
+(or RAY_ADDRESS) runs them on an existing cluster (PATH must then be readable from
+every node; --json lists the nodes used).
 """
 
 
@@ -42,6 +44,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _local(path: str) -> bool:
+    """A small dataset on no named cluster is checked in this process (``scan.scan_locally``)."""
+    from offlinerl.episodes.io import parquet_files
+    from offlinerl.episodes.scan import scan_locally
+
+    try:
+        return scan_locally(parquet_files(path))
+    except (OSError, ValueError):
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.validate import validate_dataset
     from offlinerl.ray_utils import quiet_ray_data
@@ -51,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_examples < 0:
         print("offlinerl validate: --max-examples must be >= 0", file=sys.stderr)
         return 2
-    report = validate_dataset(args.path, max_examples=args.max_examples)
+    report = validate_dataset(args.path, max_examples=args.max_examples, local=_local(args.path))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, allow_nan=False))
     else:

@@ -174,8 +174,9 @@ def _leaf_summary(space: gym.Space, parts: dict[str, Any]) -> list[dict[str, Any
     return leaves
 
 
-def dataset_stats(path: str | Path) -> dict[str, Any]:
-    """Summary statistics of the dataset at ``path`` as a JSON-ready dict (Ray is started if needed)."""
+def dataset_stats(path: str | Path, *, local: bool = False) -> dict[str, Any]:
+    """Summary statistics of the dataset at ``path`` as a JSON-ready dict (Ray is started if needed; ``local``:
+    the row groups are read in this process, without Ray)."""
     info = read_info(path)
     units, unreadable = plan_units(parquet_files(path))
     if unreadable:
@@ -186,7 +187,7 @@ def dataset_stats(path: str | Path) -> dict[str, Any]:
     obs_acc: dict[str, Any] = {}
     act_acc: dict[str, Any] = {}
     num_rows = num_steps = 0
-    for payload in run_units(units, fn, desc="inspecting"):
+    for payload in run_units(units, fn, desc="inspecting", local=local):
         if "read_error" in payload:
             raise StatsError(f"{payload['unit']['file']}: cannot be read ({payload['read_error']}); "
                              f"run `offlinerl validate {path}`")
