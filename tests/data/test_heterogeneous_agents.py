@@ -19,7 +19,7 @@ from offlinerl.connectors import module_to_env_pipeline
 from offlinerl.core import columns as C
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.env.policies import act
-from offlinerl.episodes import SingleAgentEpisode, load_episodes, write_dataset
+from offlinerl.episodes import SingleAgentEpisode, load_episodes, read_info, write_dataset
 from offlinerl.episodes.agent_spaces import storage_spaces
 from offlinerl.evaluation.policy import load_policy
 from offlinerl.training.algorithm import Algorithm
@@ -126,3 +126,21 @@ def test_training_learns_both_agents_and_the_checkpoint_acts_in_their_spaces(ray
         x = np.random.default_rng(2).normal(size=(200, OBS[agent].shape[0])).astype(np.float32)
         scale, offset = SCALE[agent]
         assert (policy.predict(x * scale + offset) == _label(agent, x)).mean() > 0.9
+
+
+def _obs_width(obs, actions, rewards, next_obs):
+    """A reward function that reports what it was handed: the observation width (next_obs must match)."""
+    assert next_obs.shape == obs.shape and len(actions) == len(rewards)
+    return np.full(len(rewards), float(obs.shape[1]))
+
+
+def test_data_operations_keep_the_agent_spaces_and_a_reward_function_sees_each_agents_own(ray_session, team,
+                                                                                          tmp_path):
+    from offlinerl.data_ops.relabel import RelabelConfig, relabel_dataset
+
+    relabel_dataset(team, tmp_path / "relabelled",
+                    RelabelConfig(reward_fn="tests.data.test_heterogeneous_agents:_obs_width"))
+    info = read_info(tmp_path / "relabelled")
+    assert info.agent_spaces == read_info(team).agent_spaces and info.format_version == 2
+    rewards = {(e.agent_id, float(r)) for e in load_episodes(tmp_path / "relabelled") for r in e.rewards}
+    assert rewards == {("s", 2.0), ("l", 3.0)}

@@ -100,6 +100,17 @@ class RelabelRows:
     last_rows: Mapping[str, frozenset[int]]
     observation_space: gym.Space
     action_space: gym.Space
+    agent_spaces: Any = None
+    """Agents of different spaces (``episodes.agent_spaces``): ``--reward-fn`` sees each agent's own values."""
+
+    def _own(self, agent: str | None, obs: Any, act: Any) -> tuple[Any, Any]:
+        """One row's observations and actions in its agent's own spaces (the storage columns' first values)."""
+        if self.agent_spaces is None or agent not in self.agent_spaces:
+            return obs, act
+        own_obs, own_act = self.agent_spaces[agent]
+        obs = obs[:, :own_obs.shape[0]] if isinstance(own_obs, gym.spaces.Box) else obs
+        act = act[:, :own_act.shape[0]] if isinstance(own_act, gym.spaces.Box) else act
+        return obs, act
 
     def _rewards(self, table: pa.Table, offsets: np.ndarray, rewards: np.ndarray) -> np.ndarray:
         if self.fn is None:
@@ -111,13 +122,15 @@ class RelabelRows:
         out = np.empty(len(rewards), dtype=np.float64)
         ids = table.column(S.EPISODE_ID).to_pylist()
         chunks = table.column(S.CHUNK_INDEX).to_pylist()
+        agents = table.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in table.column_names else [None] * len(ids)
         for i in range(table.num_rows):
             a, b = int(offsets[i]), int(offsets[i + 1])
             o = a + i  # obs holds T + 1 per row
             where = f"episode {ids[i]!r} (chunk {chunks[i]})"
             try:
-                new = self.fn(batch_slice(obs, o, o + b - a), batch_slice(act, a, b), rewards[a:b].copy(),
-                              batch_slice(obs, o + 1, o + 1 + b - a))
+                row_obs, row_act = self._own(agents[i], batch_slice(obs, o, o + b - a + 1), batch_slice(act, a, b))
+                new = self.fn(batch_slice(row_obs, 0, b - a), row_act, rewards[a:b].copy(),
+                              batch_slice(row_obs, 1, b - a + 1))
                 new = np.asarray(new, dtype=np.float64).reshape(-1)
             except Exception as exc:  # noqa: BLE001 - the user's function: one line naming it and the row
                 raise DataOpError(f"--reward-fn {self.config.reward_fn}: raised {type(exc).__name__} on {where}: "
@@ -210,7 +223,8 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
         factor = config.return_range / spread
     transform = RelabelRows(config=config, factor=factor, fn=fn, terminal=terminal,
                             last_rows=_last_rows(summary) if terminal is not None else {},
-                            observation_space=info.observation_space, action_space=info.action_space)
+                            observation_space=info.observation_space, action_space=info.action_space,
+                            agent_spaces=info.agent_spaces)
     params = {k: v for k, v in vars(config).items() if v is not None}
     report = {"episodes": len(episodes), "steps": episodes.num_steps, "reward_factor": factor * config.scale,
               "terminated_before": int(episodes.terminated.sum())}
