@@ -77,6 +77,25 @@ def test_each_agents_experience_goes_to_its_module_and_runners_do_not_change_it(
 
 
 @pytest.mark.usefixtures("ray_session")
+def test_the_team_evaluation_on_evaluation_runners_plays_the_drivers_episodes(spread):
+    local = Algorithm("iql", _config(), spread, online=OnlineConfig(env_steps_per_iteration=25))
+    remote = Algorithm("iql", _config(), spread, online=OnlineConfig(env_steps_per_iteration=25,
+                                                                        num_eval_env_runners=2))
+    try:
+        assert local.experience.eval_runners is None and remote.experience.eval_runners.num_env_runners == 2
+        for algo in (local, remote):
+            algo.train()
+            algo.set_weights(local.learner_group.get_weights())  # one policy, two ways of playing it
+        here, there = local.evaluate(5), remote.evaluate(5)
+        assert here.keys() == there.keys() and "eval/agent_2/return_mean" in there
+        for key, value in here.items():
+            assert there[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+    finally:
+        local.stop()
+        remote.stop()
+
+
+@pytest.mark.usefixtures("ray_session")
 def test_a_shared_module_learns_from_every_agent_online(spread):
     metrics, _, algo = _run_online(spread, runners=0, iterations=1, policy_mapping="shared")
     assert algo.offline_data.module_ids == ["shared"]
@@ -92,8 +111,6 @@ def test_online_experience_needs_a_team_env_and_team_settings(spread):
     data = OfflineData(spread, config)
     with pytest.raises(ConfigError, match="trains 3 modules; their online experience comes from a multi-agent env"):
         check_online_env(config, OnlineConfig(env="CartPole-v1"), data, str(spread))
-    with pytest.raises(ConfigError, match="^online.num_eval_env_runners: a multi-agent job evaluates"):
-        check_online_env(config, OnlineConfig(num_eval_env_runners=1), data, str(spread))
     with pytest.raises(ConfigError, match="^online.num_envs: a multi-agent runner plays one"):
         check_online_env(config, OnlineConfig(num_envs=2), data, str(spread))
     check_online_env(config, OnlineConfig(env=SPREAD, env_kwargs=KWARGS), data, str(spread))

@@ -166,7 +166,8 @@ class Algorithm:
                 normalize=self.config.normalize_observations, observation_space=data.observation_space,
                 action_space=data.action_space, agent_spaces=data.info.agent_spaces, env=self.online_env_id(),
                 env_kwargs=_setup.online_env_kwargs(self.config, online, data), num_learners=self.learner_group.num_shards,
-                capacity_per_learner=capacity)
+                capacity_per_learner=capacity, eval_env=self.eval_env_id() if self.can_evaluate else None,
+                eval_env_kwargs=self.eval_env_kwargs())
         return OnlineExperience(
             online, seed=self.config.seed, module_spec=self.module_spec.specs[C.DEFAULT_MODULE_ID],
             learner_pipeline=self.offline_data.learner_pipeline(normalize=True), env_to_module=self.env_to_module,
@@ -252,13 +253,22 @@ class Algorithm:
         if weights is not None:
             self.eval_module.load_state_dict(weights)
         if _setup.team_evaluation(self.config, self.offline_data):
-            played = team_episodes(self.eval_module, self.eval_env_id(), self.team_env_to_module(), episodes=episodes,
-                                   seed=seed, env_kwargs=self.eval_env_kwargs())
+            played = self._team_play(episodes, seed)
             return played.returns, played.lengths
         if self.experience is not None and self.experience.eval_runners is not None:
             return self.experience.evaluate_episodes(episodes, seed, weights=self.eval_module.state_dict())
         return module_episodes(self.eval_module, self.eval_env_id(), self.env_to_module, episodes=episodes, seed=seed,
                                env_kwargs=self.eval_env_kwargs())
+
+    def _team_play(self, episodes: int, seed: int) -> Any:
+        """The evaluation module's team episodes (``TeamEpisodes``), episode ``j`` reset with ``seed + j``: on the
+        evaluation runners (``online.num_eval_env_runners``), else in this process; the same episodes either way."""
+        runners = getattr(self.experience, "eval_runners", None)
+        if runners is not None:
+            return self.experience.evaluate_team(episodes, seed, self.eval_module.state_dict(),
+                                                 self.offline_data.connector_state())
+        return team_episodes(self.eval_module, self.eval_env_id(), self.team_env_to_module(), episodes=episodes,
+                             seed=seed, env_kwargs=self.eval_env_kwargs())
 
     def _gate(self, weights: Mapping[str, Any]) -> dict[str, float]:
         """Play the deployed and the learners' policy on the same fresh gate episodes; deploy the learners' if their
@@ -311,9 +321,7 @@ class Algorithm:
         rewards summed) and each agent's ``eval/<agent>/return_mean``."""
         ev = self.config.evaluation
         if _setup.team_evaluation(self.config, self.offline_data):
-            played = team_episodes(self.eval_module, self.eval_env_id(), self.team_env_to_module(),
-                                   episodes=episodes or ev.episodes, seed=ev.seed, env_kwargs=self.eval_env_kwargs())
-            out = team_metrics(played)
+            out = team_metrics(self._team_play(episodes or ev.episodes, ev.seed))
         elif self.offline_data.multi_module:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.env to a multi-agent env (pettingzoo:MODULE) or evaluation.interval=0")

@@ -117,9 +117,6 @@ def check_online_env(config: AlgorithmConfig, online: OnlineConfig, data: Offlin
         raise ConfigError("online.promotion: gated scores policies in the evaluation env; the dataset names none "
                           "and evaluation.env is not set")
     if is_pettingzoo(online_env_id(config, online, data)):
-        if online.num_eval_env_runners:
-            raise ConfigError("online.num_eval_env_runners: a multi-agent job evaluates its team in this process; "
-                              "set it to 0")
         if online.num_envs != 1:
             raise ConfigError("online.num_envs: a multi-agent runner plays one PettingZoo env at a time; set it to 1 "
                               "(online.num_env_runners runs more of them)")

@@ -44,7 +44,8 @@ class TeamExperience(ReplayLedger):
     learner pipeline, and the adds to the replays (module docstring). The same interface as
     ``OnlineExperience``; evaluation is the job's team loop (no evaluation runners)."""
 
-    eval_runners = None
+    eval_runners: MultiAgentEnvRunnerGroup | None = None
+    """``online.num_eval_env_runners`` runners playing the team evaluation (None: it plays in the driver)."""
 
     def __init__(
         self,
@@ -62,6 +63,8 @@ class TeamExperience(ReplayLedger):
         env_kwargs: Mapping[str, Any],
         num_learners: int,
         capacity_per_learner: int,
+        eval_env: str | None = None,
+        eval_env_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(observation_space=observation_space, action_space=action_space, num_learners=num_learners,
                          capacity_per_learner=capacity_per_learner, agent_spaces=agent_spaces)
@@ -75,6 +78,12 @@ class TeamExperience(ReplayLedger):
             MultiAgentEnvRunnerGroup(config, online.num_env_runners,
                                      num_cpus_per_env_runner=online.num_cpus_per_env_runner)
             if online.num_env_runners else MultiAgentEnvRunner(config))
+        if online.num_eval_env_runners and eval_env is not None:
+            eval_factory = LiveTeamPolicyFactory(module_spec, normalize, explore=False)
+            self.eval_runners = MultiAgentEnvRunnerGroup(
+                TeamRunnerConfig(env=eval_env, env_kwargs=dict(eval_env_kwargs or {}), seed=0,
+                                 policy_factory=eval_factory),
+                online.num_eval_env_runners, num_cpus_per_env_runner=online.num_cpus_per_env_runner)
         self.recording: OnlineRecording | None = None
         """Where sampled episodes are also written (``offlinerl finetune --record``); None: nowhere."""
         self._played = TeamEpisodes()
@@ -142,6 +151,16 @@ class TeamExperience(ReplayLedger):
         else:
             self.runners.set_state(state)
 
+    def evaluate_team(self, episodes: int, seed: int, weights: Mapping[str, Any],
+                      connector_state: Mapping[str, Any]) -> TeamEpisodes:
+        """The team evaluation on the evaluation runners: ``episodes`` deterministic episodes of the policy with
+        ``weights`` (an inference-only module's state) and each module's ``connector_state``, episode ``j`` reset
+        with ``seed + j``: the episodes the driver's team loop plays (``env.multi_agent.team_episodes``)."""
+        self.eval_runners.sync_state({"policy": {k: v for k, v in weights.items() if k in self._acting_keys},
+                                      "connectors": split_module_states(connector_state, list(self.learner_pipelines)),
+                                      "weights_seq_no": 0})
+        return self.eval_runners.record(range(episodes), seed=seed)
+
     def metrics(self) -> dict[str, float]:
         """The team episodes and env steps sampled since the last call (team returns: every agent's rewards)."""
         out = M.episode_metrics(self._played.returns, self._played.lengths, M.RUNNER_EPISODE)
@@ -152,3 +171,5 @@ class TeamExperience(ReplayLedger):
 
     def stop(self) -> None:
         self.runners.stop()
+        if self.eval_runners is not None:
+            self.eval_runners.stop()
