@@ -128,7 +128,11 @@ def test_dataset_json_is_checked(tmp_path):
             (lambda m: m.update(format_version=1), "format_version 1 has no agent_spaces"),
             (lambda m: m["agent_spaces"]["listener"]["observation_space"].update(
                 shape=[7], low=[0] * 7, high=[1] * 7), r"agent 'listener''s observation space .* is not stored"),
-            (lambda m: m["agent_spaces"].update(x=1), r"agent_spaces\['x'\] must hold")):
+            (lambda m: m["agent_spaces"].update(x=1), r"agent_spaces\['x'\] must hold"),
+            (lambda m: m["agent_spaces"].update({f"a{i}": {  # 16 x 2**21 bounds: refused before any is made
+                "observation_space": {"type": "Box", "dtype": "float32", "shape": [2**21], "low": 0, "high": 1},
+                "action_space": {"type": "Discrete", "n": 2}} for i in range(16)}),
+             r"declare 33,554,4\d\d Box elements in all, more than 16,777,216")):
         broken = json.loads(json.dumps(meta))
         change(broken)
         path.write_text(json.dumps(broken))

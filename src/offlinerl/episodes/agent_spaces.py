@@ -14,13 +14,14 @@ their first columns); a module is built and trained on the spaces of the agents 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 import gymnasium as gym
 import numpy as np
 
-from offlinerl.episodes.spaces import space_from_json, space_to_json
+from offlinerl.episodes.spaces import MAX_BOX_ELEMENTS, space_from_json, space_to_json
 
 __all__ = ["AgentSpaces", "AgentSpacesError", "storage_spaces", "pad_episode", "module_spaces", "agent_spaces_json",
            "agent_spaces_from_json", "check_fits_storage", "spaces_differ"]
@@ -103,12 +104,31 @@ def agent_spaces_json(spaces: AgentSpaces | None) -> dict[str, dict[str, Any]] |
             for a, (o, s) in sorted(spaces.items())}
 
 
+def _declared_elements(data: Any) -> int:
+    """Elements the Box bounds of a space's JSON form would take, counted before any is made (0: not a Box)."""
+    if not isinstance(data, dict):
+        return 0
+    if data.get("type") == "Box" and isinstance(data.get("shape"), list):
+        try:
+            return math.prod(max(0, int(s)) for s in data["shape"])
+        except (TypeError, ValueError):
+            return 0
+    subspaces = data.get("subspaces")
+    children = subspaces.values() if isinstance(subspaces, dict) else subspaces if isinstance(subspaces, list) else ()
+    return sum(_declared_elements(c) for c in children)
+
+
 def agent_spaces_from_json(data: Any, source: str) -> dict[str, tuple[gym.Space, gym.Space]] | None:
-    """Inverse of :func:`agent_spaces_json`; ``ValueError`` naming ``source`` for a malformed value."""
+    """Inverse of :func:`agent_spaces_json`; ``ValueError`` naming ``source`` for a malformed value, or for spaces
+    whose bounds together would take more than ``MAX_BOX_ELEMENTS`` elements (checked before any is made)."""
     if data is None:
         return None
     if not isinstance(data, dict) or not data:
         raise ValueError(f"{source}: agent_spaces must be a non-empty object of agent ids, got {type(data).__name__}")
+    total = sum(_declared_elements(e.get(k)) for e in data.values() if isinstance(e, dict)
+                for k in ("observation_space", "action_space"))
+    if total > MAX_BOX_ELEMENTS:
+        raise ValueError(f"{source}: agent_spaces declare {total:,} Box elements in all, more than {MAX_BOX_ELEMENTS:,}")
     out = {}
     for agent, entry in data.items():
         if not isinstance(entry, dict) or set(entry) != {"observation_space", "action_space"}:
