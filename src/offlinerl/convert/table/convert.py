@@ -60,11 +60,11 @@ def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | No
             declared = agent_spaces_from_json(spec.agent_spaces, "spec")
             obs, act, agent_spaces = _storage(declared, "spec: agent_spaces")
             agent_spaces = agent_spaces or declared  # one space for all: still, only the agents named convert
-            report.observation_space_from = report.action_space_from = "given (agent_spaces)"
     except (SpaceError, ValueError, KeyError, TypeError) as exc:
         raise ConvertUsageError(f"spec: a declared space is not a space in JSON form ({exc})") from exc
-    report.observation_space_from = "given" if obs else report.observation_space_from
-    report.action_space_from = "given" if act else report.action_space_from
+    given = "given (agent_spaces)" if agent_spaces is not None else "given"
+    report.observation_space_from = given if obs else report.observation_space_from
+    report.action_space_from = given if act else report.action_space_from
     if spec.env:
         env = env_spaces(spec.env, trusted=False, what="spec: env")  # a spec is a file: it chooses no module
         if obs is None and act is None and env.agent_spaces is not None:
