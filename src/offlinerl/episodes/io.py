@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_STEPS_PER_ROW = 10_000
-C_ACTION_DIST_INPUTS = "action_dist_inputs"
+#: The per-step column whose width is the agent's action space's (not kept for agents of different action spaces).
+_ACTION_DIST_INPUTS = "action_dist_inputs"
 DEFAULT_ROWS_PER_FILE = 1_000
 
 
@@ -129,13 +130,14 @@ def write_dataset(
 def _padded(episodes: Iterable[SingleAgentEpisode], agent_spaces: AgentSpaces, observation_space: gym.Space,
             action_space: gym.Space) -> Iterator[SingleAgentEpisode]:
     """Each episode in the storage spaces (its agent's spaces checked first)."""
-    action_spaces_differ = len({repr(a) for _, a in agent_spaces.values()}) > 1
+    actions = [a for _, a in agent_spaces.values()]
+    action_spaces_differ = any(a != actions[0] for a in actions[1:])
     for ep in episodes:
         if ep.agent_id not in agent_spaces:
             raise ValueError(f"episode {ep.id!r}: agent {ep.agent_id!r} has no entry in agent_spaces "
                              f"({', '.join(agent_spaces)})")
-        if action_spaces_differ and C_ACTION_DIST_INPUTS in ep.extras:
-            ep = replace(ep, extras={k: v for k, v in ep.extras.items() if k != C_ACTION_DIST_INPUTS})
+        if action_spaces_differ and _ACTION_DIST_INPUTS in ep.extras:
+            ep = replace(ep, extras={k: v for k, v in ep.extras.items() if k != _ACTION_DIST_INPUTS})
         yield pad_episode(ep, observation_space, action_space)
 
 
