@@ -22,7 +22,7 @@ def test_small_datasets_on_no_named_cluster_are_scanned_here(monkeypatch, tmp_pa
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     import ray
 
-    assert scan_locally(files) is (not ray.is_initialized())
+    assert scan_locally(files) is (not ray.is_initialized()) and scan_locally(DATA) is scan_locally(files)
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
     assert scan_locally(files) is False  # --address / RAY_ADDRESS: the cluster does the work
     monkeypatch.delenv("RAY_ADDRESS")

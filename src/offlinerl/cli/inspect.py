@@ -32,20 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _local(path: str) -> bool:
-    """A small dataset on no named cluster is read in this process (``scan.scan_locally``)."""
-    from offlinerl.episodes.io import parquet_files
-    from offlinerl.episodes.scan import scan_locally
-
-    try:
-        return scan_locally(parquet_files(path))
-    except (OSError, ValueError):
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.info import DatasetInfoError
     from offlinerl.ray_utils import quiet_ray_data
+    from offlinerl.episodes.scan import scan_locally
     from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_format, plot_stats
 
     if args.plot:
@@ -57,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     quiet_ray_data()
 
     try:
-        stats = dataset_stats(args.path, local=_local(args.path))
+        stats = dataset_stats(args.path, local=scan_locally(args.path))
     except (DatasetInfoError, StatsError) as exc:
         print(f"offlinerl inspect: {exc}", file=sys.stderr)
         return 2

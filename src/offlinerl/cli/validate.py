@@ -44,18 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _local(path: str) -> bool:
-    """A small dataset on no named cluster is checked in this process (``scan.scan_locally``)."""
-    from offlinerl.episodes.io import parquet_files
-    from offlinerl.episodes.scan import scan_locally
-
-    try:
-        return scan_locally(parquet_files(path))
-    except (OSError, ValueError):
-        return False
-
-
 def run(args: argparse.Namespace) -> int:
+    from offlinerl.episodes.scan import scan_locally
     from offlinerl.episodes.validate import validate_dataset
     from offlinerl.ray_utils import quiet_ray_data
 
@@ -64,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_examples < 0:
         print("offlinerl validate: --max-examples must be >= 0", file=sys.stderr)
         return 2
-    report = validate_dataset(args.path, max_examples=args.max_examples, local=_local(args.path))
+    report = validate_dataset(args.path, max_examples=args.max_examples, local=scan_locally(args.path))
     if args.json:
         print(json.dumps(report.to_json(), indent=2, allow_nan=False))
     else:

@@ -43,15 +43,18 @@ BATCH_ROWS = 64
 LOCAL_SCAN_MAX_BYTES = 64 * 2**20
 
 
-def scan_locally(files: Sequence[str | Path]) -> bool:
-    """Whether a command's scan of ``files`` runs in its own process instead of as a Ray Data job: no cluster is
-    named (``RAY_ADDRESS``, which ``--address`` sets), Ray is not running here already, and the files hold at most
-    :data:`LOCAL_SCAN_MAX_BYTES` (starting Ray takes longer than scanning them: ~5 s on 2 cores)."""
+def scan_locally(files: Sequence[str | Path] | str | Path) -> bool:
+    """Whether a command's scan of ``files`` (or of a dataset directory's parquet files) runs in its own process
+    instead of as a Ray Data job: no cluster is named (``RAY_ADDRESS``, which ``--address`` sets), Ray is not running
+    here already, and the files hold at most :data:`LOCAL_SCAN_MAX_BYTES` (starting Ray takes longer than scanning
+    them: ~5 s on 2 cores)."""
     if os.environ.get("RAY_ADDRESS"):
         return False
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         return False
     try:
+        if isinstance(files, (str, Path)):
+            files = sorted(Path(files).glob("*.parquet"))
         return sum(Path(f).stat().st_size for f in files) <= LOCAL_SCAN_MAX_BYTES
     except OSError:
         return False
