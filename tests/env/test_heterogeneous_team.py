@@ -111,10 +111,12 @@ def test_a_step_table_of_agents_of_different_spaces_converts_back_to_the_same_da
     assert sorted(declared["agent_spaces"]) == sorted(WIDTHS) and "observation_space" not in declared
     code, out, err = _run(capsys, "convert", "table", tmp_path / "steps.csv", "--spec", spec, "-o", tmp_path / "back")
     assert code == 0, out + err
-    assert read_info(tmp_path / "back").fingerprint == read_info(data).fingerprint  # every value, every space
+    back = read_info(tmp_path / "back")
+    assert back.fingerprint == read_info(data).fingerprint  # every value, every space
+    assert declared["env_kwargs"] == KWARGS and back.env_spec == read_info(data).env_spec  # the recorded task
 
     # the spaces inferred per agent where the agents' widths differ (and the env's, without agent_spaces)
-    for name, drop in (("inferred", ("agent_spaces", "env")), ("env", ("agent_spaces",))):
+    for name, drop in (("inferred", ("agent_spaces", "env", "env_kwargs")), ("env", ("agent_spaces",))):
         other = tmp_path / f"{name}.spec.yaml"
         other.write_text(yaml.safe_dump({k: v for k, v in declared.items() if k not in drop}))
         code, out, err = _run(capsys, "convert", "table", tmp_path / "steps.csv", "--spec", other, "-o",

@@ -66,7 +66,7 @@ def _declared(spec: TableSpec, report: ConversionReport) -> tuple[gym.Space | No
     report.observation_space_from = given if obs else report.observation_space_from
     report.action_space_from = given if act else report.action_space_from
     if spec.env:
-        env = env_spaces(spec.env, trusted=False, what="spec: env")  # a spec is a file: it chooses no module
+        env = env_spaces(spec.env, spec.env_kwargs, trusted=False, what="spec: env")  # a spec is a file: it chooses no module
         if obs is None and act is None and env.agent_spaces is not None:
             agent_spaces = env.agent_spaces
         if obs is None:

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from offlinerl.episodes.agent_spaces import agent_spaces_json
-from offlinerl.episodes.info import read_info
+from offlinerl.episodes.info import read_info, recorded_env_kwargs
 from offlinerl.episodes.io import load_episodes
 from offlinerl.episodes.spaces import space_to_json
 
@@ -92,7 +92,8 @@ def write_step_table(dataset: str | Path, path: str | Path, fmt: str = "csv") ->
             **({"observation_space": space_to_json(info.observation_space),
                 "action_space": space_to_json(info.action_space)} if info.agent_spaces is None else
                {"agent_spaces": agent_spaces_json(info.agent_spaces)}),
-            **({"env": info.env_id} if info.env_id else {})}
+            **({"env": info.env_id} if info.env_id else {}),
+            **({"env_kwargs": kwargs} if (kwargs := recorded_env_kwargs(info.env_id, info.env_spec)) else {})}
     spec_path = path.with_name(path.name + ".spec.yaml")
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return spec_path

@@ -20,6 +20,7 @@ A spec is a small YAML (or JSON) file, loaded into a frozen :class:`TableSpec`::
     agent_spaces: null               # optional, with agent: {agent id: {observation_space, action_space}} for
                                      # agents of different spaces (else inferred per agent where they differ)
     env: null                        # optional gymnasium env id (its spaces when none are declared)
+    env_kwargs: null                 # optional, with env: its make keyword arguments (the recorded task)
 
 The final observation: with ``next_observation`` every row is one transition
 and an episode of n rows has n steps (``obs[n]`` = the last row's
@@ -128,7 +129,13 @@ class TableSpec:
     """Gymnasium env id; None: the dataset has no env. A spec is a file that may have been handed over, so a
     ``module:Env-v0`` id is refused unless ``module`` is allow-listed (:mod:`offlinerl.trusted`)."""
 
+    env_kwargs: dict[str, Any] | None = None
+    """With ``env``: the keyword arguments it is made with and the dataset records (``env_spec``), e.g. MPE's
+    ``max_cycles`` or a maze map; None: the env's defaults."""
+
     def __post_init__(self) -> None:
+        if self.env_kwargs is not None and self.env is None:
+            raise ConvertUsageError("spec: env_kwargs needs env")
         if self.step_kind not in ("index", "timestamp"):
             raise ConvertUsageError(f"spec: step.kind must be index or timestamp, not {self.step_kind!r}")
         if self.action.is_dict:
@@ -220,9 +227,11 @@ def spec_from_dict(data: Any) -> TableSpec:
         if extra:
             raise ConvertUsageError(f"spec: step: unknown key {extra[0]!r} (known: column, kind)")
         step, kind = step.get("column"), step.get("kind", "index")
-    for key in ("observation_space", "action_space", "agent_spaces"):
+    for key in ("observation_space", "action_space", "agent_spaces", "env_kwargs"):
         if data.get(key) is not None and not isinstance(data[key], Mapping):
-            raise ConvertUsageError(f"spec: {key}: expected a {'space in JSON form' if key != 'agent_spaces' else 'mapping of agent ids'} (a mapping)")
+            what = {"agent_spaces": "mapping of agent ids", "env_kwargs": "mapping of keyword arguments"}.get(
+                key, "space in JSON form")
+            raise ConvertUsageError(f"spec: {key}: expected a {what} (a mapping)")
     return TableSpec(
         episode_id=_text(data, "episode_id"), agent=_text(data, "agent", False),
         step=_text({"step": step}, "step"), step_kind=kind,
@@ -233,7 +242,7 @@ def spec_from_dict(data: Any) -> TableSpec:
         terminated=_flag(data["terminated"], "terminated"), truncated=_flag(data["truncated"], "truncated"),
         action_logp=_text(data, "action_logp", False), propensity=_text(data, "propensity", False),
         observation_space=data.get("observation_space"), action_space=data.get("action_space"),
-        agent_spaces=data.get("agent_spaces"), env=_text(data, "env", False),
+        agent_spaces=data.get("agent_spaces"), env=_text(data, "env", False), env_kwargs=data.get("env_kwargs"),
     )
 
 
