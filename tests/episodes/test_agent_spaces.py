@@ -159,3 +159,22 @@ def test_writer_refuses_an_agent_without_spaces(tmp_path):
     with pytest.raises(ValueError, match=r"episode '9': agent 'eve' has no entry in agent_spaces"):
         _write(tmp_path / "d", episodes)
     assert not (tmp_path / "d").exists()
+
+
+def test_inspect_summarises_each_agent_in_its_own_spaces(tmp_path):
+    from offlinerl.episodes.stats import dataset_stats, format_stats
+
+    episodes = _episodes()
+    _write(tmp_path / "d", episodes)
+    stats = dataset_stats(tmp_path / "d", local=True)
+    for agent, width in (("speaker", 3), ("listener", 5)):
+        obs = np.concatenate([e.obs[:-1] for e in episodes if e.agent_id == agent]).astype(np.float64)
+        actions = np.concatenate([e.actions for e in episodes if e.agent_id == agent])
+        (leaf,) = stats["agents"][agent]["observations"]
+        assert leaf["count"] == len(obs) and len(leaf["mean"]) == width
+        np.testing.assert_allclose(leaf["mean"], obs.mean(0), rtol=1e-6)
+        np.testing.assert_allclose(leaf["max"], obs.max(0), rtol=1e-6)
+        (act,) = stats["agents"][agent]["actions"]
+        assert act["histogram"] == {str(v): int((actions == v).sum()) for v in np.unique(actions)}
+    text = format_stats(stats)
+    assert "agent speaker: observations (obs[:T] of its rows):\n  Box(-1.0, 1.0, (3,), float32)" in text

@@ -31,7 +31,7 @@ from offlinerl.episodes.fingerprint import format_lineage
 from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import ScanUnit, iter_unit_batches, plan_units, run_units
-from offlinerl.episodes.spaces import leaf_spaces, space_from_json, space_to_json
+from offlinerl.episodes.spaces import flat_size, leaf_spaces, space_to_json
 
 __all__ = ["dataset_stats", "format_stats", "plot_stats", "StatsError"]
 
@@ -98,8 +98,14 @@ def _jsonable(part: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in part.items()}
 
 
-def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space) -> dict[str, Any]:
-    """Per-row bookkeeping and per-leaf moments of one unit (a Ray Data task)."""
+#: Separates an agent from a leaf in the per-agent moments' keys (``agent<SEP>leaf``).
+_AGENT_SEP = "\x00"
+
+
+def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space,
+               agents: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Per-row bookkeeping and per-leaf moments of one unit (a Ray Data task); with ``agents`` (agents of different
+    spaces), also each agent's moments of the storage columns, keyed ``agent<SEP>leaf``."""
     cols = [S.EPISODE_ID, S.AGENT_ID, S.CHUNK_INDEX, S.OBS, S.ACTIONS, S.REWARDS, S.TERMINATED, S.TRUNCATED]
     rows: dict[str, list] = {k: [] for k in ("key", "chunk", "steps", "return", "terminated", "truncated")}
     obs_acc: dict[str, Any] = {}
@@ -127,12 +133,21 @@ def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space) ->
         pos = np.arange(o_off[-1] - o_off[0]) - np.repeat(o_off[:-1] - o_off[0], lens)
         keep = pos < np.repeat(lens - 1, lens)  # obs[:T]: drop the final observation of each row
         o_vals = obs.values.slice(o_off[0], o_off[-1] - o_off[0])
-        for k, part in _leaf_stats(o_vals, obs_space, keep).items():
-            obs_acc[k] = _merge(obs_acc.get(k), part)
         act = col[S.ACTIONS]
         a_off = act.offsets.to_numpy()
-        for k, part in _leaf_stats(act.values.slice(a_off[0], a_off[-1] - a_off[0]), act_space, None).items():
-            act_acc[k] = _merge(act_acc.get(k), part)
+        a_vals = act.values.slice(a_off[0], a_off[-1] - a_off[0])
+        row_agents = np.array(col[S.AGENT_ID].to_pylist(), dtype=object)
+        for agent in (None, *agents):
+            rows_of = np.ones(len(lens), dtype=bool) if agent is None else row_agents == agent
+            if not rows_of.any():
+                continue
+            prefix = "" if agent is None else f"{agent}{_AGENT_SEP}"
+            obs_keep = keep & np.repeat(rows_of, lens)
+            act_keep = None if agent is None else np.repeat(rows_of, np.diff(a_off))
+            for acc, new in ((obs_acc, _leaf_stats(o_vals, obs_space, obs_keep)),
+                             (act_acc, _leaf_stats(a_vals, act_space, act_keep))):
+                for k, part in new.items():
+                    acc[prefix + k] = _merge(acc.get(prefix + k), part)
     return {"rows": rows, "obs": {k: _jsonable(v) for k, v in obs_acc.items()},
             "actions": {k: _jsonable(v) for k, v in act_acc.items()}}
 
@@ -182,7 +197,8 @@ def dataset_stats(path: str | Path, *, local: bool = False) -> dict[str, Any]:
     if unreadable:
         f, err = next(iter(unreadable.items()))
         raise StatsError(f"{f}: cannot be read as parquet ({err}); run `offlinerl validate {path}`")
-    fn = functools.partial(stats_unit, obs_space=info.observation_space, act_space=info.action_space)
+    agents = tuple(info.agent_spaces or ())
+    fn = functools.partial(stats_unit, obs_space=info.observation_space, act_space=info.action_space, agents=agents)
     episodes: dict[tuple, list] = {}
     obs_acc: dict[str, Any] = {}
     act_acc: dict[str, Any] = {}
@@ -225,9 +241,23 @@ def dataset_stats(path: str | Path, *, local: bool = False) -> dict[str, Any]:
         "length_histogram": _histogram(lengths, integer=True),
         "actions": _leaf_summary(info.action_space, act_acc),
         "observations": _leaf_summary(info.observation_space, obs_acc),
+        "agents": {a: {"actions": _leaf_summary(act, _own(act_acc, a, act)),
+                       "observations": _leaf_summary(obs, _own(obs_acc, a, obs))}
+                   for a, (obs, act) in (info.agent_spaces or {}).items()},
         "fingerprint": info.fingerprint,
         "lineage": info.lineage,
     }
+
+
+def _own(acc: dict[str, Any], agent: str, space: gym.Space) -> dict[str, Any]:
+    """Agent ``agent``'s moments (``stats_unit``'s per-agent keys), a narrower Box's cut to its own width."""
+    prefix = f"{agent}{_AGENT_SEP}"
+    out = {k[len(prefix):]: dict(v) for k, v in acc.items() if k.startswith(prefix)}
+    if isinstance(space, gym.spaces.Box) and "" in out:  # a Box is one leaf, ""
+        width = flat_size(space)
+        out[""] = {k: (np.asarray(v)[:width] if k in ("mean", "m2", "min", "max") else v)
+                   for k, v in out[""].items()}
+    return out
 
 
 def _g(x: float) -> str:
@@ -271,13 +301,15 @@ def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
             continue
         cells = "  ".join(f"{k} {_g(v)}" for k, v in d.items() if k not in ("mean", "std"))
         lines.append(f"  {name:<8} mean {_g(d['mean'])} ± {_g(d['std'])}   {cells}")
-    agents = stats.get("agent_spaces")
-    if agents:
-        lines.append("agents of different spaces (each agent's values first in the columns below, zeros after them):")
-        lines += [f"  {a}: observations {space_from_json(s['observation_space'])}, actions "
-                  f"{space_from_json(s['action_space'])}" for a, s in agents.items()]
-    lines += _format_leaves("actions", stats["actions"], max_dims)
-    lines += _format_leaves("observations (obs[:T] of every row)", stats["observations"], max_dims)
+    agents = stats.get("agents")
+    if agents:  # agents of different spaces: each in its own, not the padded storage columns
+        for agent, own in agents.items():
+            lines += _format_leaves(f"agent {agent}: actions", own["actions"], max_dims)
+            lines += _format_leaves(f"agent {agent}: observations (obs[:T] of its rows)", own["observations"],
+                                    max_dims)
+    else:
+        lines += _format_leaves("actions", stats["actions"], max_dims)
+        lines += _format_leaves("observations (obs[:T] of every row)", stats["observations"], max_dims)
     lines.append(f"fingerprint {stats.get('fingerprint') or 'not recorded (written before fingerprints)'}")
     lines.append(format_lineage(stats.get("lineage") or []))
     return "\n".join(lines)
