@@ -384,12 +384,8 @@ class OfflineData:
             out = {}
             for mid in self.module_ids:
                 arrays = self._read_arrays(mid)
-                norm = self.module_observations[mid].normalize
-                if norm is not None:
-                    if mid in unfitted:
-                        norm.fit(arrays[C.OBS])
-                    arrays = norm(arrays)
-                out[mid] = arrays
+                out[mid] = self._fit_and_normalize(mid, arrays, unfitted) if self.config.normalize_observations \
+                    else arrays
             self._module_arrays = out
         return self._module_arrays
 
@@ -413,10 +409,7 @@ class OfflineData:
         checkpoint) and normalise them with it (several modules: in place, row by row of the module column)."""
         unfitted = self._unfitted()
         if not self.multi_module:
-            norm = self.normalizer
-            if unfitted:
-                norm.fit(arrays[C.OBS])
-            return norm(arrays)
+            return self._fit_and_normalize(self.module_ids[0], arrays, unfitted)
         mids = arrays[MODULE_COLUMN]
         for mid, obs in self.module_observations.items():
             rows = np.flatnonzero(mids == mid)
@@ -428,6 +421,15 @@ class OfflineData:
             for k, v in part.items():
                 arrays[k][rows] = v
         return arrays
+
+    def _fit_and_normalize(self, module_id: str, arrays: dict[str, np.ndarray],
+                           unfitted: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """One module's transitions normalised with its statistics, fitted on them first unless fitted (restored
+        from a checkpoint: not in ``unfitted``)."""
+        norm = self.module_observations[module_id].normalize
+        if module_id in unfitted:
+            norm.fit(arrays[C.OBS])
+        return norm(arrays)
 
     def _local_transitions(self, module_id: str | None = None) -> Iterator[dict[str, np.ndarray]]:
         """``load_arrays`` without Ray: each file's episode rows (the columns ``transitions`` reads) through

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import gymnasium as gym
 
-from offlinerl.core.policy_mapping import PolicyMapping, UnmappedAgentError, map_agent
+from offlinerl.core.policy_mapping import PolicyMapping, UnmappedAgentError, map_agent, mapped_module_id
 from offlinerl.trusted import UntrustedNameError, is_pettingzoo, make_env, make_parallel_env
 
 __all__ = ["EnvMismatchError", "check_env", "check_team_env", "space_mismatch", "unmapped_agents"]
@@ -85,10 +85,10 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
 
 def _module_of(policy_mapping: PolicyMapping | None, agent: str, module_ids: list[str]) -> str | None:
     """The module acting for ``agent`` as :func:`unmapped_agents` finds it (None: no module)."""
-    if policy_mapping is None:
-        return module_ids[0] if len(module_ids) == 1 else agent
+    if policy_mapping is None and len(module_ids) == 1:
+        return module_ids[0]
     try:
-        return map_agent(policy_mapping, agent)
+        return mapped_module_id(policy_mapping, None, agent)
     except UnmappedAgentError:
         return None
 

@@ -79,9 +79,11 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any]
     return out
 
 
-def _leaf_stats(values, space: gym.Space, keep: np.ndarray | None) -> dict[str, dict[str, Any]]:
+def _leaf_stats(leaves: list[tuple], keep: np.ndarray | None) -> dict[str, dict[str, Any]]:
+    """Moments (and Discrete histograms) of the decoded ``leaves`` (``checks.leaf_values``), of the steps ``keep``
+    selects (None: all)."""
     out = {}
-    for path, leaf, data, null in leaf_values(values, space):
+    for path, leaf, data, null in leaves:
         mask = ~null if keep is None else (keep & ~null)
         data = data[mask]
         if not len(data):
@@ -137,6 +139,7 @@ def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space,
         a_off = act.offsets.to_numpy()
         a_vals = act.values.slice(a_off[0], a_off[-1] - a_off[0])
         row_agents = np.array(col[S.AGENT_ID].to_pylist(), dtype=object)
+        obs_leaves, act_leaves = list(leaf_values(o_vals, obs_space)), list(leaf_values(a_vals, act_space))
         for agent in (None, *agents):
             rows_of = np.ones(len(lens), dtype=bool) if agent is None else row_agents == agent
             if not rows_of.any():
@@ -144,8 +147,8 @@ def stats_unit(unit: ScanUnit, *, obs_space: gym.Space, act_space: gym.Space,
             prefix = "" if agent is None else f"{agent}{_AGENT_SEP}"
             obs_keep = keep & np.repeat(rows_of, lens)
             act_keep = None if agent is None else np.repeat(rows_of, np.diff(a_off))
-            for acc, new in ((obs_acc, _leaf_stats(o_vals, obs_space, obs_keep)),
-                             (act_acc, _leaf_stats(a_vals, act_space, act_keep))):
+            for acc, new in ((obs_acc, _leaf_stats(obs_leaves, obs_keep)),
+                             (act_acc, _leaf_stats(act_leaves, act_keep))):
                 for k, part in new.items():
                     acc[prefix + k] = _merge(acc.get(prefix + k), part)
     return {"rows": rows, "obs": {k: _jsonable(v) for k, v in obs_acc.items()},

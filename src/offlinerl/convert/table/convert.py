@@ -88,12 +88,14 @@ def _per_agent(by_agent: dict, spec: TableSpec, unread: Sequence[str], report: C
     try:
         check_agents_agree(by_agent, spec, infer_action=True)
         return None
-    except ConvertUsageError:
-        kinds = {infer_spaces(s, spec)[1].__class__ for s in by_agent.values() if s.readable}
-        if spec.observation.is_dict or len(kinds) > 1:  # no storage space holds them: the refusal as it was
-            raise
-    inferred = {a: infer_spaces(seen, spec, unread=unread)[:2] for a, seen in by_agent.items()}
-    obs, act, agent_spaces = _storage(inferred, f"the agents of column {spec.agent!r}")
+    except ConvertUsageError as exc:
+        refusal = exc
+    inferred = {a: infer_spaces(seen, spec, unread=unread)[:2] for a, seen in by_agent.items() if seen.readable}
+    if spec.observation.is_dict or len({type(act) for _, act in inferred.values()}) > 1:
+        raise refusal  # no storage space holds them: the refusal as it was
+    obs, act, agent_spaces = _storage(inferred, f"the agents of column {spec.agent!r}") if inferred else (None,) * 3
+    if agent_spaces is None:  # the agents whose rows hold actions agree: the others differ without a space to infer
+        raise refusal
     report.notes.append("agents of different spaces, each inferred from its own rows: " + "; ".join(
         f"{a}: observation {o}, action {s}" for a, (o, s) in agent_spaces.items())
         + " (check them; declare agent_spaces in the spec for the real bounds)")

@@ -18,6 +18,7 @@ from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, kee
 from offlinerl.data.offline_data import row_module_ids
 from offlinerl.episodes import DatasetInfo, parquet_files, read_info
 from offlinerl.episodes import schema as S
+from offlinerl.episodes.agent_spaces import module_spaces
 from offlinerl.episodes.validate import require_schema, require_valid
 
 __all__ = ["OPEEpisodes", "is_multi_agent", "load_ope_episodes", "ope_episodes", "read_ope_table", "table_module_ids"]
@@ -88,13 +89,10 @@ def ope_episodes(info: DatasetInfo, table: pa.Table, module_id: str | None = Non
     elif is_multi_agent(table):
         raise ValueError("a multi-agent dataset: evaluate one module at a time (module_id)")
     if info.agent_spaces is not None and module_id is not None:  # agents of different spaces: the module's own
-        spaces = [info.spaces_of(a) for a in sorted(set(table.column(S.AGENT_ID).to_pylist()), key=str)]
-        if any(s != spaces[0] for s in spaces):
-            raise ValueError(f"module {module_id!r} has rows of agents in different spaces ({spaces[0]}, "
-                             f"{next(s for s in spaces if s != spaces[0])})")
-        if spaces:
-            obs_space, act_space = spaces[0]
-            info = replace(info, observation_space=obs_space, action_space=act_space, agent_spaces=None)
+        pairs = [(module_id, a) for a in set(table.column(S.AGENT_ID).to_pylist())]
+        (obs_space, act_space), = module_spaces(pairs, info.agent_spaces, info.observation_space, info.action_space,
+                                                [module_id]).values()
+        info = replace(info, observation_space=obs_space, action_space=act_space, agent_spaces=None)
     agents = is_multi_agent(table)
     keys = [S.EPISODE_ID, *([S.AGENT_ID] if agents else []), S.CHUNK_INDEX]
     table = table.take(pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys]))
