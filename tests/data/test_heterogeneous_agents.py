@@ -144,3 +144,20 @@ def test_data_operations_keep_the_agent_spaces_and_a_reward_function_sees_each_a
     assert info.agent_spaces == read_info(team).agent_spaces and info.format_version == 2
     rewards = {(e.agent_id, float(r)) for e in load_episodes(tmp_path / "relabelled") for r in e.rewards}
     assert rewards == {("s", 2.0), ("l", 3.0)}
+
+
+def test_a_terminal_predicate_sees_each_agents_own_values_and_an_index_past_one_is_refused(ray_session, team,
+                                                                                           tmp_path):
+    from offlinerl.data_ops.errors import DataOpError
+    from offlinerl.data_ops.relabel import RelabelConfig, relabel_dataset
+
+    # next_obs[1] is the agent's own second number (the last of "s", whose storage has a third: padding).
+    relabel_dataset(team, tmp_path / "flags", RelabelConfig(terminal_when="next_obs[1] > 0"))
+    got = {(e.id, e.agent_id): e.terminated for e in load_episodes(tmp_path / "flags")}
+    want = {(e.id, e.agent_id): bool(e.obs[-1][1] > 0) for e in load_episodes(team)}
+    assert {e.agent_id: e.obs.shape[1] for e in load_episodes(team)} == {"s": 2, "l": 3}
+    assert got == want and 0 < sum(want.values()) < len(want)
+    assert all(e.truncated != e.terminated for e in load_episodes(tmp_path / "flags"))
+    with pytest.raises(DataOpError, match=r"agent 's'.*next_obs\[2\]: index out of range \(it has 2 dimension"):
+        relabel_dataset(team, tmp_path / "refused", RelabelConfig(terminal_when="next_obs[2] > 0"))
+    assert not (tmp_path / "refused").exists()

@@ -92,12 +92,20 @@ def test_relabel_terminal_flags_from_a_predicate(data, tmp_path):
     assert validate_dataset(result.path).ok
 
 
+def test_relabel_terminal_predicate_on_a_one_dimensional_value_bare_or_indexed(data, tmp_path):
+    result = relabel_dataset(data["a"], tmp_path / "t", RelabelConfig(terminal_when="action == 1 and action[0] >= 1"))
+    eps = _by_id(result.path)
+    for i in range(10):  # the last action is (T - 1) % 3 with T = 2 + i % 3: 1 where i % 3 == 0
+        assert eps[f"e{i}"].terminated == (i % 3 == 0)
+
+
 @pytest.mark.parametrize("config, message", [
     (RelabelConfig(reward_fn="tests.data_ops.rewards:wrong_length"), "returned 3 value\\(s\\) for the 2 steps"),
     (RelabelConfig(reward_fn="tests.data_ops.rewards:raises"), "raised RuntimeError on episode"),
     (RelabelConfig(reward_fn="tests.data_ops.rewards:missing"), "has no function 'missing'"),
     (RelabelConfig(reward_fn="no_such_module_x:f"), "cannot import 'no_such_module_x'"),
     (RelabelConfig(terminal_when="next_obs[5] > 1"), "index out of range"),
+    (RelabelConfig(terminal_when="next_obs > 1"), "next_obs has 2 dimensions: index one"),
 ])
 def test_relabel_refusals_write_nothing(data, tmp_path, config, message):
     with pytest.raises(DataOpError, match=message):

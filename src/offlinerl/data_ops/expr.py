@@ -48,13 +48,18 @@ class Expression:
     aggregates: frozenset[tuple[str, str]]
 
     def check_widths(self, widths: Mapping[str, int]) -> None:
-        """Refuse an index past the width of the name it indexes (``widths``: name -> dimensions)."""
+        """Refuse an index past the width of the name it indexes, and a name of several dimensions used whole
+        (``widths``: name -> dimensions): a predicate gives one truth value per step."""
+        indexed = {id(node.value) for node in ast.walk(self.tree) if isinstance(node, ast.Subscript)}
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Subscript) and node.value.id in widths:
                 width = widths[node.value.id]
                 if not -width <= node.slice.value < width:
                     raise ExpressionError(f"{node.value.id}[{node.slice.value}]: index out of range (it has "
                                           f"{width} dimension(s)) in {self.text!r}")
+            elif isinstance(node, ast.Name) and id(node) not in indexed and widths.get(node.id, 1) > 1:
+                raise ExpressionError(f"{node.id} has {widths[node.id]} dimensions: index one, e.g. {node.id}[0], "
+                                      f"in {self.text!r}")
 
     def evaluate(self, values: Mapping[str, Any]) -> np.ndarray:
         """The value over ``values`` (names, and ``"agg(col)"`` for aggregates, to arrays of one length)."""
@@ -171,6 +176,8 @@ def _eval(node: ast.AST, values: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Subscript):
         arr = np.asarray(values[node.value.id])
         i = node.slice.value
+        if arr.ndim == 1 and i in (0, -1):
+            return arr  # one dimension: x[0] is x
         if arr.ndim < 2 or not -arr.shape[1] <= i < arr.shape[1]:
             width = arr.shape[1] if arr.ndim >= 2 else 1
             raise ExpressionError(f"{node.value.id}[{i}]: index out of range (it has {width} dimension(s))")

@@ -9,9 +9,10 @@ once per row as ``f(obs, actions, rewards, next_obs)`` with numpy arrays of the 
 (``--reward-fn``), never read from a file: naming it imports its module, which runs code.
 
 ``terminal_when`` is a step predicate (:mod:`offlinerl.data_ops.expr`: names ``reward``, ``action``, ``obs``,
-``next_obs``, indexable as ``next_obs[0]``) evaluated on the last step of every episode's last row: true
-makes the episode terminated; false makes an episode that had ended (terminated or truncated) truncated, and
-leaves one that had neither as it was.
+``next_obs``, indexable as ``next_obs[0]``) evaluated on the last step of every episode's last row: true makes
+the episode terminated; false makes an episode that had ended (terminated or truncated) truncated, and leaves
+one that had neither as it was. Where agents' spaces differ (format version 2) it sees each agent's own values,
+never the storage's padding, and an index past any agent's own width is refused before anything is read.
 """
 
 from __future__ import annotations
@@ -155,10 +156,18 @@ class RelabelRows:
         a_end = np.cumsum(np.diff(act_col.offsets.to_numpy()))
         rew_col = sub.column(S.REWARDS).combine_chunks()
         rewards = rew_col.values.to_numpy(zero_copy_only=False)[rew_col.offsets[0].as_py():]
-        flat = lambda x: x.reshape(len(x), -1) if x.ndim > 1 else x  # noqa: E731
+        flat = lambda x: x.reshape(len(x), -1)  # noqa: E731
         values = {"reward": rewards[a_end - 1], "action": flat(np.asarray(act)[a_end - 1]),
                   "obs": flat(np.asarray(obs)[o_end - 2]), "next_obs": flat(np.asarray(obs)[o_end - 1])}
-        hit = np.broadcast_to(self.terminal.evaluate(values).astype(bool), (len(picked),))
+        agents = sub.column(S.AGENT_ID).to_pylist() if S.AGENT_ID in sub.column_names else [None] * len(picked)
+        hit = np.zeros(len(picked), dtype=bool)
+        for agent in set(agents):  # each agent's steps in its own spaces (version 2: no padding seen)
+            rows = np.flatnonzero(np.array([a == agent for a in agents]))
+            part = {k: v[rows] for k, v in values.items()}
+            part["obs"], part["action"] = self._own(agent, part["obs"], part["action"])
+            part["next_obs"] = self._own(agent, part["next_obs"], part["action"])[0]
+            part = {k: v[:, 0] if v.ndim == 2 and v.shape[1] == 1 else v for k, v in part.items()}  # one per step
+            hit[rows] = np.broadcast_to(self.terminal.evaluate(part).astype(bool), (len(rows),))
         term = np.asarray(table.column(S.TERMINATED).to_pylist(), dtype=bool)
         trunc = np.asarray(table.column(S.TRUNCATED).to_pylist(), dtype=bool)
         for j, i in enumerate(picked):
@@ -211,8 +220,13 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
                    for s in (info.observation_space, info.action_space)):
             raise DataOpError("relabel: --terminal-when needs Box or Discrete observation and action spaces")
         terminal = parse(config.terminal_when, names=STEP_NAMES, what="--terminal-when")
-        obs_width, act_width = flat_size(info.observation_space), flat_size(info.action_space)
-        terminal.check_widths({"obs": obs_width, "next_obs": obs_width, "action": act_width, "reward": 1})
+        for agent, (obs_space, act_space) in (info.agent_spaces or {None: (info.observation_space,
+                                                                           info.action_space)}).items():
+            obs_width, act_width = flat_size(obs_space), flat_size(act_space)
+            try:
+                terminal.check_widths({"obs": obs_width, "next_obs": obs_width, "action": act_width, "reward": 1})
+            except DataOpError as exc:
+                raise DataOpError(f"--terminal-when: agent {agent!r}: {exc}" if agent is not None else str(exc)) from None
     summary = summarise(path, desc="relabel")
     episodes = summary.episodes()
     factor = 1.0
