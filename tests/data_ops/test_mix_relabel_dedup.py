@@ -106,6 +106,7 @@ def test_relabel_terminal_predicate_on_a_one_dimensional_value_bare_or_indexed(d
     (RelabelConfig(reward_fn="no_such_module_x:f"), "cannot import 'no_such_module_x'"),
     (RelabelConfig(terminal_when="next_obs[5] > 1"), "index out of range"),
     (RelabelConfig(terminal_when="next_obs > 1"), "next_obs has 2 dimensions: index one"),
+    (RelabelConfig(terminal_when="reward > 'a'"), "--terminal-when: cannot compute .* mixes values of types"),
 ])
 def test_relabel_refusals_write_nothing(data, tmp_path, config, message):
     with pytest.raises(DataOpError, match=message):

@@ -102,6 +102,7 @@ def test_bad_configs_are_refused_by_name(make, message):
     (FilterConfig(where="__import__('os').system('x')"), "Call is not allowed|only abs"),
     (FilterConfig(where="mean(nope) > 1"), "unknown column 'nope'"),
     (FilterConfig(where="retrun > 1"), "unknown name 'retrun'"),
+    (FilterConfig(where="length > 'a'"), "--where: cannot compute .* mixes values of types"),
 ])
 def test_refusals_write_nothing(data, tmp_path, config, message):
     with pytest.raises(ValueError, match=message):

@@ -46,6 +46,8 @@ class Expression:
     tree: ast.Expression
     names: frozenset[str]
     aggregates: frozenset[tuple[str, str]]
+    what: str = "--where"
+    """The option it came from, for errors."""
 
     def check_widths(self, widths: Mapping[str, int]) -> None:
         """Refuse an index past the width of the name it indexes, and a name of several dimensions used whole
@@ -64,7 +66,11 @@ class Expression:
     def evaluate(self, values: Mapping[str, Any]) -> np.ndarray:
         """The value over ``values`` (names, and ``"agg(col)"`` for aggregates, to arrays of one length)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(_eval(self.tree.body, values))
+            try:
+                return np.asarray(_eval(self.tree.body, values))
+            except TypeError as exc:  # numpy's: a number against a string (``length > 'a'``)
+                raise ExpressionError(f"{self.what}: cannot compute {self.text!r}: it mixes values of types that "
+                                      f"do not go together ({exc})") from None
 
 
 def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what: str = "--where") -> Expression:
@@ -127,7 +133,7 @@ def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what:
             raise bad(node, f"{type(node).__name__} is not allowed")
 
     check(tree.body)
-    return Expression(text=text, tree=tree, names=frozenset(used), aggregates=frozenset(aggs))
+    return Expression(text=text, tree=tree, names=frozenset(used), aggregates=frozenset(aggs), what=what)
 
 
 _KEYWORD = "__kw_"

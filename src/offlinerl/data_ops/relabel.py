@@ -193,6 +193,13 @@ class RelabelRows:
         return table
 
 
+def _one_step(obs_width: int, act_width: int) -> dict[str, np.ndarray]:
+    """Zeros for one step in the shapes ``RelabelRows._flags`` gives a ``--terminal-when`` predicate."""
+    vector = lambda width: np.zeros((1, width) if width > 1 else 1, dtype=np.float32)  # noqa: E731
+    return {"reward": np.zeros(1, dtype=np.float32), "action": vector(act_width), "obs": vector(obs_width),
+            "next_obs": vector(obs_width)}
+
+
 def _last_rows(summary) -> dict[str, frozenset[int]]:
     """file -> rows that are the last chunk of their (episode, agent)."""
     rows = summary.rows
@@ -225,6 +232,7 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
             obs_width, act_width = flat_size(obs_space), flat_size(act_space)
             try:
                 terminal.check_widths({"obs": obs_width, "next_obs": obs_width, "action": act_width, "reward": 1})
+                terminal.evaluate(_one_step(obs_width, act_width))  # a type error here, not in a Ray task
             except DataOpError as exc:
                 raise DataOpError(f"--terminal-when: agent {agent!r}: {exc}" if agent is not None else str(exc)) from None
     summary = summarise(path, desc="relabel")
