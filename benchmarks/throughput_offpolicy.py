@@ -4,6 +4,11 @@ same networks, batch, sampled actions and optimisers on in-memory tensors (the p
 
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --updates 30 --out benchmarks/throughput_offpolicy.json
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms td3bc,rebrac --repeats 3 --out ...
+    PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms rebrac --batch 1024 --flops --out ...
+
+``--flops`` also counts the floating-point operations of one update of ours (``torch.utils.flop_counter``, averaged
+over two updates: a delayed actor steps every second one) and times this machine's matmul at the update's own
+shapes (``[batch, 256] @ [256, 256]``), so a rate can be read as a share of what the cores can do.
 
 The reference loops are written here from the papers, independently of offlinerl's losses:
 two separate critic MLPs (no ensemble batching), one backward over the summed losses with
@@ -266,21 +271,47 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter  # main() may switch to process CPU time (steadier on a shared machine)
 
 
-def ours(name, arrays, updates, device="cpu"):
+def _learner(name, arrays, device="cpu", batch=BATCH):
     cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule),
                                         "td3bc": (TD3BCConfig, TD3BCLearner, TD3BCRLModule),
                                         "rebrac": (ReBRACConfig, ReBRACLearner, ReBRACRLModule)}[name]
     hidden = [HIDDEN] * (3 if name == "rebrac" else 2)  # ReBRAC's 3 x 256 (LayerNorm critics: its default)
-    cfg = cfg_cls.from_dict({"train_batch_size": BATCH, "model": {"hidden": hidden}})
+    cfg = cfg_cls.from_dict({"train_batch_size": batch, "model": {"hidden": hidden}})
     spec = MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))
     learner = learner_cls(config=cfg, module_spec=spec, device=torch.device(device)).build()
-    source = InMemorySource(arrays, BATCH, 0, torch.device(device))
+    source = InMemorySource(arrays, batch, 0, torch.device(device))
     learner.run_updates(source, 3)  # warm-up
+    return learner, source
+
+
+def ours(name, arrays, updates, device="cpu", batch=BATCH):
+    learner, source = _learner(name, arrays, device, batch)
     _sync()
     t0 = clock()
     learner.run_updates(source, updates)
     _sync()
     return updates / (clock() - t0)
+
+
+def flops_per_update(name, arrays, batch=BATCH) -> float:
+    """Floating-point operations of one update of ours (forwards, backwards, optimizer), over two updates."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    learner, source = _learner(name, arrays, batch=batch)
+    with FlopCounterMode(display=False) as counter:
+        learner.run_updates(source, 2)
+    return counter.get_total_flops() / 2
+
+
+def matmul_gflops(rows: int, width: int = HIDDEN, seconds: float = 2.0) -> float:
+    """This machine's rate (GFLOP/s) of ``[rows, width] @ [width, width]``, the bulk of an update's work."""
+    a, w = torch.randn(rows, width), torch.randn(width, width)
+    out = torch.empty(rows, width)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        torch.mm(a, w, out=out)
+        n += 1
+    return 2 * rows * width * width * n / (time.perf_counter() - t0) / 1e9
 
 
 def _time(step, updates):
@@ -306,6 +337,9 @@ def main() -> None:
     parser.add_argument("--algorithms", default="cql,iql", help=f"of {','.join(REFERENCE_STEPS)}")
     parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
     parser.add_argument("--device", default="cpu", help="cpu or cuda: where data, networks and updates live")
+    parser.add_argument("--batch", type=int, default=BATCH, help="minibatch size (ReBRAC's recipes use 1024)")
+    parser.add_argument("--flops", action="store_true",
+                        help="also count each update's FLOPs and time this machine's matmul at the same shapes (CPU)")
     args = parser.parse_args()
     clock = CLOCKS[args.clock]
     torch.set_num_threads(args.threads)
@@ -320,12 +354,17 @@ def main() -> None:
         arrays = {k: v for k, v in all_arrays.items() if k not in NEXT_ACTION_COLUMNS or k in columns}
         o = r = 0.0
         for _ in range(args.repeats):  # alternate, so both see the same (shared) machine
-            o = max(o, ours(name, arrays, n, args.device))
-            r = max(r, _time(make_step(data), n))
+            o = max(o, ours(name, arrays, n, args.device, args.batch))
+            r = max(r, _time(make_step(data, batch=args.batch), n))
         results[name] = {"ours_in_memory_updates_per_s": round(o, 2), "pure_pytorch_updates_per_s": round(r, 2),
                          "ratio": round(o / r, 3), "updates_timed": n}
+        if args.flops:
+            flops, peak = flops_per_update(name, arrays, args.batch), matmul_gflops(args.batch)
+            results[name].update({"gflop_per_update": round(flops / 1e9, 3), "matmul_gflops": round(peak, 1),
+                                  "ours_gflops": round(flops * o / 1e9, 1),
+                                  "share_of_matmul_rate": round(flops * o / 1e9 / peak, 3)})
         print(name, results[name], flush=True)
-    meta = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "batch": BATCH, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
+    meta = {"device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu", "batch": args.batch, "hidden": [HIDDEN, HIDDEN], "obs_dim": OBS_DIM, "act_dim": ACT_DIM, "cql_sampled_actions": N_ACTIONS,
             "threads": args.threads, "clock": args.clock, "torch": torch.__version__, "load_average": list(__import__("os").getloadavg())}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2)
