@@ -125,6 +125,42 @@ def test_streaming_source_serves_every_transition_once_per_epoch_in_shuffled_poo
         StreamingSource(ds, batch_size=2000, shuffle_buffer_size=0, prefetch_batches=1, seed=0).next_batch()
 
 
+class _CountingDataset:
+    """A Ray Dataset that counts the epochs asked of it (every ``iter_torch_batches`` call)."""
+
+    def __init__(self, ds):
+        self.ds = ds
+        self.epochs_asked = 0
+
+    def iter_torch_batches(self, **kwargs):
+        self.epochs_asked += 1
+        return self.ds.iter_torch_batches(**kwargs)
+
+
+def test_streaming_source_reads_ahead_into_the_next_epoch(ray_session):
+    """The first epoch is asked for when the source is built, and the next as soon as one ends, while the learner
+    still serves its pool: a stream's first block comes a second or more after the request."""
+    import time
+
+    import ray.data
+
+    from offlinerl.data.sources import StreamingSource
+
+    ds = _CountingDataset(ray.data.from_items([{"x": i} for i in range(1000)], override_num_blocks=7))
+    src = StreamingSource(ds, batch_size=32, shuffle_buffer_size=300, prefetch_batches=1, seed=0)
+    deadline = time.monotonic() + 30
+    while ds.epochs_asked < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ds.epochs_asked == 1 and src.epoch == 0  # built: reading, nothing served yet
+    served = [src.next_batch()[C.DEFAULT_MODULE_ID]["x"] for _ in range(31)]  # all of epoch 1
+    while ds.epochs_asked < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert ds.epochs_asked == 2 and src.epoch == 1  # epoch 2 read ahead before the learner asked for it
+    second = [src.next_batch()[C.DEFAULT_MODULE_ID]["x"] for _ in range(31)]
+    assert src.epoch == 2 and len(set(torch.cat(second).tolist())) == 992  # epoch 2 whole, once each
+    src.close()
+
+
 def test_streaming_blocks_hold_about_block_bytes_whatever_the_files(ray_session, tmp_path):
     """Blocks of a bounded size keep what each map task and the read-ahead hold flat as datasets get more or
     bigger files (Ray Data's default makes whole files the blocks once there are 200 files or more)."""

@@ -38,7 +38,8 @@ class DataConfig:
     """Streaming mode: each learner pools whole Ray Data blocks until it holds at least this many transitions,
     then serves them as minibatches in a random order (every transition once per epoch)."""
     prefetch_batches: int = 2
-    """Streaming mode: blocks prefetched by each learner's iterator (at least 1)."""
+    """Streaming mode: blocks prefetched by each learner's iterator, and as many more read ahead by its reader thread
+    (at least 1 each)."""
     stats_max_steps: int | None = 1_000_000
     """Streaming mode: the observation statistics (``normalize_observations``) are fitted on about this many
     steps at most: a fixed sample of the files (at least 16, or all) and of their episodes, so the time to the

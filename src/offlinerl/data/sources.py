@@ -5,7 +5,7 @@
   column into reused buffers: no per-sample Python, no allocation per update.
 - ``StreamingSource``: whole blocks from ``iter_torch_batches`` over a Ray Dataset
   or a ``streaming_split`` shard, pooled to at least the shuffle buffer's size,
-  permuted and served as minibatches; a new epoch starts when one ends.
+  permuted and served as minibatches; a reader thread reads ahead, into the next epoch as soon as one ends.
 - ``FixedBatchSource``: the same batch every time (tests, DDP equivalence).
 - ``MultiModuleSource``: one of those per module id (a multi-agent dataset's modules), a batch holding
   ``batch_size`` transitions of every module; ``MultiModuleInMemorySource`` builds in-memory ones.
@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+import queue
+import threading
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -96,16 +98,31 @@ class StreamingSource:
         self.module_id = module_id
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch = 0
-        self._it = None
+        self._in_epoch = False
+        self._feeder: _Feeder | None = None
         self._pool: dict[str, torch.Tensor] | None = None
         self._order: torch.Tensor | None = None
         self._pos = 0
+        self._feed()  # the first epoch's read starts while the learner is still being built
 
-    def _start_epoch(self) -> None:
-        self.close()
-        self._it = iter(self.iterable.iter_torch_batches(batch_size=None, prefetch_batches=max(1, self.prefetch_batches),
-                                                          device=str(self.device)))
-        self.epoch += 1
+    def _feed(self) -> None:
+        self._feeder = _Feeder(lambda: iter(self.iterable.iter_torch_batches(
+            batch_size=None, prefetch_batches=max(1, self.prefetch_batches), device=str(self.device))),
+            depth=max(1, self.prefetch_batches))
+
+    def _next_block(self) -> dict[str, torch.Tensor] | None:
+        """The epoch's next block, or None where the epoch ended (the next ``_next_block`` starts a new one)."""
+        if self._feeder is None:
+            self._feed()
+        if not self._in_epoch:
+            self._in_epoch = True
+            self.epoch += 1
+        with reading(self.dataset or "the dataset"):
+            block = self._feeder.get()
+        if block is _END:
+            self._in_epoch = False
+            return None
+        return block
 
     def _leftover(self) -> list[dict[str, torch.Tensor]]:
         if self._pool is None or self._pos >= len(self._order):
@@ -118,22 +135,18 @@ class StreamingSource:
         # dropped, so every epoch serves floor(shard / batch_size) batches whatever the blocks, and learners whose
         # shards are equal (streaming_split(equal=True)) start each epoch on the same update: the split waits for
         # every learner there, and a learner waiting there while the others wait in DDP's all-reduce would hang.
-        blocks = self._leftover() if self._it is not None else []
+        blocks = self._leftover() if self._in_epoch else []
         rows = sum(len(next(iter(b.values()))) for b in blocks)
         need = max(self.batch_size, self.shuffle_buffer_size)
         restarts = 0
         while rows < need:
-            if self._it is None:
-                self._start_epoch()
-            with reading(self.dataset or "the dataset"):
-                block = next(self._it, None)
+            block = self._next_block()
             if block is not None:
                 n = len(next(iter(block.values())))
                 if n:
                     blocks.append(block)
                     rows += n
                 continue
-            self._it = None  # the epoch is over
             if rows >= self.batch_size:
                 break  # serve what the epoch left
             blocks, rows = [], 0  # a remainder smaller than one batch is dropped
@@ -152,19 +165,80 @@ class StreamingSource:
         return {self.module_id: {k: v.index_select(0, idx) for k, v in self._pool.items()}}
 
     def close(self) -> None:
-        """Stop the current epoch's iterator (and its prefetching) now."""
-        if self._it is not None and hasattr(self._it, "close"):
-            self._it.close()
-        self._it = None
+        """Stop reading ahead (the stream's iterator is closed as soon as its reader thread wakes)."""
+        if self._feeder is not None:
+            self._feeder.close()
+        self._feeder = None
+        self._in_epoch = False
 
     def get_state(self) -> dict[str, Any]:
         return {"epoch": self.epoch}
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        # A stream cannot be rewound exactly; a restored job starts a fresh epoch.
+        # A stream cannot be rewound exactly; a restored job starts a fresh epoch (the one read ahead, where none of
+        # it was served yet).
         self.epoch = int(state.get("epoch", 0))
-        self.close()
+        if self._in_epoch:
+            self.close()
         self._pool = self._order = None
+
+
+_END = object()
+"""What a :class:`_Feeder` hands over after an epoch's last block."""
+
+
+class _Feeder:
+    """Epoch after epoch of ``open()``'s blocks, read on a daemon thread into a queue of ``depth`` blocks, with
+    ``_END`` after each epoch's last. The next epoch is asked for as soon as one ends, so its first block (a second
+    or more after the request: the split plans the epoch's execution and the read starts) arrives while the learner
+    serves the blocks still queued. An error of the read is raised by the ``get`` that would have had the block."""
+
+    def __init__(self, open: Callable[[], Iterator[Any]], depth: int) -> None:
+        self._open = open
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="offlinerl-stream", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                it = self._open()
+                try:
+                    for block in it:
+                        if not self._put(block):
+                            return
+                finally:
+                    if hasattr(it, "close"):
+                        it.close()
+                if not self._put(_END):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - raised in the learner's thread by get()
+            self._error = exc
+            self._put(_FAILED)
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def get(self) -> Any:
+        item = self._queue.get()
+        if item is _FAILED:
+            self._queue.put(_FAILED)  # every later get raises it too
+            assert self._error is not None
+            raise self._error
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+_FAILED = object()
 
 
 class FixedBatchSource:
