@@ -13,9 +13,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import queue
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
@@ -165,7 +165,8 @@ class StreamingSource:
         return {self.module_id: {k: v.index_select(0, idx) for k, v in self._pool.items()}}
 
     def close(self) -> None:
-        """Stop reading ahead (the stream's iterator is closed as soon as its reader thread wakes)."""
+        """Stop reading ahead: the reader thread closes the stream's iterator (at once, or when a block it waits for
+        comes)."""
         if self._feeder is not None:
             self._feeder.close()
         self._feeder = None
@@ -198,7 +199,8 @@ class _Feeder:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        threading.Thread(target=self._run, name="offlinerl-stream", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="offlinerl-stream", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         try:
@@ -234,8 +236,10 @@ class _Feeder:
             raise self._error
         return item
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 1.0) -> None:
+        """Stop reading; wait up to ``wait_s`` for the thread to close its iterator (it may be waiting for a block)."""
         self._stop.set()
+        self._thread.join(wait_s)
 
 
 _FAILED = object()
