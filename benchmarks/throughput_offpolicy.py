@@ -5,10 +5,12 @@ same networks, batch, sampled actions and optimisers on in-memory tensors (the p
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --updates 30 --out benchmarks/throughput_offpolicy.json
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms td3bc,rebrac --repeats 3 --out ...
     PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms rebrac --batch 1024 --flops --out ...
+    PYTHONPATH=. python benchmarks/throughput_offpolicy.py --algorithms cql,rebrac --bf16 --out ...
 
 ``--flops`` also counts the floating-point operations of one update of ours (``torch.utils.flop_counter``, averaged
 over two updates: a delayed actor steps every second one) and times this machine's matmul at the update's own
-shapes (``[batch, 256] @ [256, 256]``), so a rate can be read as a share of what the cores can do.
+shapes (``[batch, 256] @ [256, 256]``), so a rate can be read as a share of what the cores can do. ``--bf16`` also
+times ours with ``config.precision: bf16`` (hidden layers in bfloat16 under autocast; the reference loop stays float32).
 
 The reference loops are written here from the papers, independently of offlinerl's losses:
 two separate critic MLPs (no ensemble batching), one backward over the summed losses with
@@ -271,12 +273,12 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter  # main() may switch to process CPU time (steadier on a shared machine)
 
 
-def _learner(name, arrays, device="cpu", batch=BATCH):
+def _learner(name, arrays, device="cpu", batch=BATCH, precision="fp32"):
     cfg_cls, learner_cls, module_cls = {"cql": (CQLConfig, CQLLearner, CQLRLModule), "iql": (IQLConfig, IQLLearner, IQLRLModule),
                                         "td3bc": (TD3BCConfig, TD3BCLearner, TD3BCRLModule),
                                         "rebrac": (ReBRACConfig, ReBRACLearner, ReBRACRLModule)}[name]
     hidden = [HIDDEN] * (3 if name == "rebrac" else 2)  # ReBRAC's 3 x 256 (LayerNorm critics: its default)
-    cfg = cfg_cls.from_dict({"train_batch_size": batch, "model": {"hidden": hidden}})
+    cfg = cfg_cls.from_dict({"train_batch_size": batch, "model": {"hidden": hidden}, "precision": precision})
     spec = MultiRLModuleSpec.single(RLModuleSpec(module_cls, OBS, ACT, cfg.module_config()))
     learner = learner_cls(config=cfg, module_spec=spec, device=torch.device(device)).build()
     source = InMemorySource(arrays, batch, 0, torch.device(device))
@@ -284,8 +286,8 @@ def _learner(name, arrays, device="cpu", batch=BATCH):
     return learner, source
 
 
-def ours(name, arrays, updates, device="cpu", batch=BATCH):
-    learner, source = _learner(name, arrays, device, batch)
+def ours(name, arrays, updates, device="cpu", batch=BATCH, precision="fp32"):
+    learner, source = _learner(name, arrays, device, batch, precision)
     _sync()
     t0 = clock()
     learner.run_updates(source, updates)
@@ -338,6 +340,8 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/throughput_offpolicy.json")
     parser.add_argument("--device", default="cpu", help="cpu or cuda: where data, networks and updates live")
     parser.add_argument("--batch", type=int, default=BATCH, help="minibatch size (ReBRAC's recipes use 1024)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time ours with config.precision=bf16 (interleaved with the rest; the loop stays float32)")
     parser.add_argument("--flops", action="store_true",
                         help="also count each update's FLOPs and time this machine's matmul at the same shapes (CPU)")
     args = parser.parse_args()
@@ -352,12 +356,16 @@ def main() -> None:
         n = args.updates * {"iql": 4, "td3bc": 4, "rebrac": 2}.get(name, 1)
         columns = NEXT_ACTION_COLUMNS if name == "rebrac" else ()  # the data's next actions: ReBRAC's only
         arrays = {k: v for k, v in all_arrays.items() if k not in NEXT_ACTION_COLUMNS or k in columns}
-        o = r = 0.0
+        o = r = h = 0.0
         for _ in range(args.repeats):  # alternate, so both see the same (shared) machine
             o = max(o, ours(name, arrays, n, args.device, args.batch))
             r = max(r, _time(make_step(data, batch=args.batch), n))
+            if args.bf16:
+                h = max(h, ours(name, arrays, n, args.device, args.batch, precision="bf16"))
         results[name] = {"ours_in_memory_updates_per_s": round(o, 2), "pure_pytorch_updates_per_s": round(r, 2),
                          "ratio": round(o / r, 3), "updates_timed": n}
+        if args.bf16:
+            results[name].update({"ours_bf16_updates_per_s": round(h, 2), "bf16_over_fp32": round(h / o, 3)})
         if args.flops:
             flops, peak = flops_per_update(name, arrays, args.batch), matmul_gflops(args.batch)
             results[name].update({"gflop_per_update": round(flops / 1e9, 3), "matmul_gflops": round(peak, 1),

@@ -152,7 +152,7 @@ def test_layer_norm_where_configured_and_the_inference_view_has_only_the_actor()
     full, lean = spec.build()["default_policy"], spec.build(inference_only=True)["default_policy"]
     kinds = lambda net: [type(m).__name__ for m in net.modules() if not isinstance(m, nn.Sequential)]  # noqa: E731
     assert kinds(full.pi_encoder) == ["Linear", "ReLU"] * 3  # actor without LayerNorm (the paper's default)
-    assert kinds(full.q.members[0]) == ["Linear", "ReLU", "LayerNorm"] * 3 + ["Linear"]
+    assert kinds(full.q.members[0]) == ["Linear", "ReLU", "LayerNorm"] * 3 + ["Head"]  # Head: the output layer
     assert len(full.q.members) == 2 and full.q_values(torch.zeros(5, 3), torch.zeros(5, 2)).shape == (2, 5)
     _, ln_spec = _spec(actor_layer_norm=True, critic_layer_norm=False)
     both = ln_spec.build()["default_policy"]

@@ -27,7 +27,7 @@ from offlinerl import ops
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import build_encoder
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.networks import MLP, EnsembleMLP
+from offlinerl.core.networks import MLP, EnsembleMLP, Head
 from offlinerl.core.rl_module import RLModule, action_dist_inputs_dim
 
 __all__ = ["ActorCriticRLModule", "ACTOR_CRITIC_MODEL_CONFIG"]
@@ -60,7 +60,7 @@ class ActorCriticRLModule(RLModule):
             raise ValueError("model_config.policy=False (greedy on Q) needs Discrete actions")
         if self.has_policy:
             self.pi_encoder, width = build_encoder(self.observation_space, cfg)
-            self.pi_head = nn.Linear(width, action_dist_inputs_dim(self.action_space))
+            self.pi_head = Head(width, action_dist_inputs_dim(self.action_space))
         self.has_critics = not self.inference_only or not self.has_policy
         if self.has_critics:
             in_dim = obs_dim if self.discrete else obs_dim + int(self.action_space.shape[0])

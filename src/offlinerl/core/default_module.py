@@ -19,7 +19,7 @@ from torch import nn
 
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.networks import MLP, CNNEncoder
+from offlinerl.core.networks import MLP, CNNEncoder, Head
 from offlinerl.core.rl_module import RLModule, action_dist_inputs_dim
 
 __all__ = ["DefaultRLModule", "build_encoder", "DEFAULT_MODEL_CONFIG"]
@@ -68,11 +68,11 @@ class DefaultRLModule(RLModule):
     def setup(self) -> None:
         cfg = {**DEFAULT_MODEL_CONFIG, **self.model_config}
         self.pi_encoder, width = build_encoder(self.observation_space, cfg)
-        self.pi_head = nn.Linear(width, action_dist_inputs_dim(self.action_space))
+        self.pi_head = Head(width, action_dist_inputs_dim(self.action_space))
         self.has_value_head = bool(cfg["value_head"]) and not self.inference_only
         if self.has_value_head:
             self.vf_encoder, vwidth = build_encoder(self.observation_space, cfg)
-            self.vf_head = nn.Linear(vwidth, 1)
+            self.vf_head = Head(vwidth, 1)
 
     def _dist_inputs(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return self.pi_head(self.pi_encoder(batch[C.OBS]))  # [B, dist_dim]

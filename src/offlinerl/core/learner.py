@@ -27,6 +27,7 @@ those updates (their loss terms are computed but not differentiated), e.g.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Protocol
@@ -244,7 +245,8 @@ class Learner:
             draws = self.random_draws(mid, b)
             if draws:
                 b = {**b, **draws}
-            out = self.compute_loss_for_module(mid, module, b, module.forward_train(b))
+            with self.autocast():
+                out = self.compute_loss_for_module(mid, module, b, module.forward_train(b))
             prefix = "" if single else f"{mid}/"
             for name, loss in out.losses.items():
                 if (mid, name) not in self._optimizers:
@@ -262,6 +264,13 @@ class Learner:
         self.timestep += 1
         self.after_gradient_based_update(self.timestep)
         return metrics
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Where the forwards and losses run: in ``torch.autocast`` to bfloat16 under ``config.precision: bf16``
+        (the backward and the optimizer step outside it, as autocast asks), else as they are."""
+        if getattr(self.config, "precision", "fp32") == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _per_module(self, batch: Mapping[str, Any]) -> Mapping[str, TensorBatch]:
         assert self.module is not None

@@ -13,6 +13,8 @@ from offlinerl.core.distributions import LOG_STD_MAX, LOG_STD_MIN, Categorical, 
 
 __all__ = [
     "activation",
+    "Head",
+    "in_float32",
     "MLP",
     "CNNEncoder",
     "EnsembleMLP",
@@ -35,6 +37,23 @@ def activation(name: str) -> type[nn.Module]:
         raise ValueError(f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}") from None
 
 
+def in_float32(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn(x)`` in float32 (``x`` cast up) where ``torch.autocast`` is on, else ``fn(x)``."""
+    if torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            return fn(x.float())
+    return fn(x)
+
+
+class Head(nn.Linear):
+    """A network's output layer. Under ``config.precision: bf16`` (the forwards in ``torch.autocast`` to bfloat16)
+    it computes in float32, so Q and V estimates and distribution parameters keep float32's resolution (bfloat16
+    holds 8 significant bits: a Q of 300 to within 1); the hidden layers, the bulk of the work, run in bfloat16."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return in_float32(super().forward, x)
+
+
 class MLP(nn.Sequential):
     """``in -> hidden... -> out`` with the activation between layers (none after the last)."""
 
@@ -45,7 +64,7 @@ class MLP(nn.Sequential):
             layers += [nn.Linear(d, h), activation(act)()]
             d = h
         if out_dim is not None:
-            layers.append(nn.Linear(d, out_dim))
+            layers.append(Head(d, out_dim))
             d = out_dim
         super().__init__(*layers)
         self.out_dim = d
@@ -151,7 +170,8 @@ class EnsembleMLP(nn.Module):
         """``layer(x, weight, bias)`` for every layer, the activation between them."""
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
-            x = layer(x, w, b)
             if i < last:
-                x = self.act(x)
+                x = self.act(layer(x, w, b))
+            else:  # the output layer in float32 under autocast, as a ``Head``
+                x = in_float32(lambda h: layer(h, w, b), x)
         return x

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from offlinerl.algorithms.td3bc.module import TD3BC_MODEL_CONFIG, TD3BCRLModule
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.networks import activation
+from offlinerl.core.networks import Head, activation
 
 __all__ = ["ReBRACRLModule", "REBRAC_MODEL_CONFIG", "MemberCritics", "trunk", "init_like_paper"]
 
@@ -72,7 +72,7 @@ class MemberCritics(nn.Module):
         super().__init__()
         self.num_members = num_members
         self.members = nn.ModuleList(
-            nn.Sequential(trunk(in_dim, hidden, act, layer_norm), nn.Linear(hidden[-1] if hidden else in_dim, out_dim))
+            nn.Sequential(trunk(in_dim, hidden, act, layer_norm), Head(hidden[-1] if hidden else in_dim, out_dim))
             for _ in range(num_members))
 
     def init_like_paper(self) -> None:
@@ -97,7 +97,7 @@ class ReBRACRLModule(TD3BCRLModule):
         hidden, act = list(cfg["hidden"]), cfg["activation"]
         self.exploration_noise = float(cfg["exploration_noise"])
         self.pi_encoder = trunk(obs_dim, hidden, act, bool(cfg["actor_layer_norm"]))
-        self.pi_head = nn.Linear(hidden[-1] if hidden else obs_dim, act_dim)
+        self.pi_head = Head(hidden[-1] if hidden else obs_dim, act_dim)
         paper_init = bool(cfg["paper_init"])
         if paper_init:
             init_like_paper(self.pi_encoder, self.pi_head, ACTOR_OUT_BOUND)

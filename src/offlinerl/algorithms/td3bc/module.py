@@ -24,7 +24,7 @@ from offlinerl import ops
 from offlinerl.core import columns as C
 from offlinerl.core.default_module import build_encoder
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.networks import EnsembleMLP
+from offlinerl.core.networks import EnsembleMLP, Head
 from offlinerl.core.rl_module import RLModule
 
 __all__ = ["TD3BCRLModule", "TD3BC_MODEL_CONFIG"]
@@ -50,7 +50,7 @@ class TD3BCRLModule(RLModule):
         act_dim = int(self.action_space.shape[0])
         self.exploration_noise = float(cfg["exploration_noise"])
         self.pi_encoder, width = build_encoder(self.observation_space, cfg)
-        self.pi_head = nn.Linear(width, act_dim)
+        self.pi_head = Head(width, act_dim)
         if self.inference_only:
             return
         critic_hidden = list(cfg["critic_hidden"] or cfg["hidden"])
