@@ -140,8 +140,8 @@ class AlgorithmConfig:
     """``fp32``, or ``bf16``: each learner's forwards and losses under ``torch.autocast`` to bfloat16, so the hidden
     layers' matmuls run in bfloat16 (float32 accumulation) while the weights, gradients, optimizer state and every
     network's output layer (``networks.Head``: Q and V estimates, distribution parameters) stay float32. For CPUs with
-    bfloat16 matmul units (AMX, AVX512-BF16) and GPUs: on this machine's CPU (AMX) ReBRAC's update at batch 1024 ran
-    1.5x as fast; elsewhere it can be slower. Results differ from ``fp32`` by bfloat16's rounding
+    bfloat16 matmul units (AMX, AVX512-BF16) and GPUs, and large matmuls: on this machine's CPU (AMX) ReBRAC's update at
+    batch 1024 ran 1.4x as fast and CQL's 1.5x, updates at batch 256 0.9x. Results differ from ``fp32`` by bfloat16's rounding
     (docs/scaling.md, "Precision")."""
     learner_placement: str = "spread"
     """Where Ray starts the learner actors: ``spread`` over the cluster's nodes (a placement group with Ray's SPREAD
