@@ -198,7 +198,6 @@ class _Feeder:
         self._open = open
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
-        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="offlinerl-stream", daemon=True)
         self._thread.start()
 
@@ -216,8 +215,7 @@ class _Feeder:
                 if not self._put(_END):
                     return
         except BaseException as exc:  # noqa: BLE001 - raised in the learner's thread by get()
-            self._error = exc
-            self._put(_FAILED)
+            self._put(_Failed(exc))
 
     def _put(self, item: Any) -> bool:
         while not self._stop.is_set():
@@ -230,10 +228,9 @@ class _Feeder:
 
     def get(self) -> Any:
         item = self._queue.get()
-        if item is _FAILED:
-            self._queue.put(_FAILED)  # every later get raises it too
-            assert self._error is not None
-            raise self._error
+        if isinstance(item, _Failed):
+            self._queue.put(item)  # every later get raises it too
+            raise item.error
         return item
 
     def close(self, wait_s: float = 1.0) -> None:
@@ -242,7 +239,11 @@ class _Feeder:
         self._thread.join(wait_s)
 
 
-_FAILED = object()
+@dataclass(frozen=True)
+class _Failed:
+    """What a :class:`_Feeder` hands over when its read raised ``error``."""
+
+    error: BaseException
 
 
 class FixedBatchSource:
