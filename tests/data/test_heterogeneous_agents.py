@@ -28,7 +28,7 @@ from offlinerl.training.checkpoint import load_checkpoint
 OBS = {"s": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), "l": gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)}
 ACT = {"s": gym.spaces.Discrete(2), "l": gym.spaces.Discrete(3)}
 SCALE = {"s": (1.0, 0.0), "l": (20.0, 5.0)}  # obs = scale * x + offset
-EPISODES, STEPS = 30, 40
+EPISODES, STEPS = 30, 400  # streaming with 2 learners: ~5 epoch restarts per module in 450 updates, not 50
 
 
 def _label(agent: str, x: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from offlinerl.training.algorithm import Algorithm
 from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
 
 AGENTS = {"a0": (1.0, 0.0), "a1": (100.0, 50.0)}  # obs = scale * x + offset
-EPISODES, STEPS = 40, 50  # per agent: 2,000 transitions each
+EPISODES, STEPS = 40, 200  # per agent: 8,000 transitions (streaming: an epoch restart every 62-125 updates, not every 15-31)
 
 
 def _label(agent: str, x: np.ndarray) -> np.ndarray:
