@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from offlinerl.benchmark.suites import SUITES, get_suite, published_family, published_scores
 from offlinerl.cli import main
@@ -28,12 +29,16 @@ def test_every_suite_dataset_has_its_recipes_and_published_numbers():
 def test_a_tiny_benchmark_scores_every_run_and_resumes(tmp_path, capsys):
     out = tmp_path / "bench"
     code = main(["benchmark", "classic", "--algorithms", "bc", "--seeds", "0,1", "--datasets", "pendulum",
-                 "--updates", "40", "--eval-episodes", "2", "-o", str(out), "--no-progress"])
+                 "--updates", "40", "--eval-episodes", "2", "--set", "config.lr=5e-4", "-o", str(out), "--no-progress"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "| pendulum |" in captured.out and "IQM [95% CI]" in captured.out
+    assert "40 updates, `--set config.lr=5e-4`, seeds 0, 1" in captured.out  # the table says what was changed
     scores = json.loads((out / "scores.json").read_text())
     cell = scores["cells"]["pendulum/bc"]
+    for seed, run in enumerate(cell["runs"]):  # --set reached every run, over the recipe's own value
+        trial = yaml.safe_load((out / "sweeps" / "pendulum-bc" / "trials" / run["trial"] / "config.yaml").read_text())
+        assert trial["config"]["lr"] == 5e-4 and trial["config"]["seed"] == seed
     assert len(cell["runs"]) == 2 and cell["updates"] == 40
     random, best = cell["anchors"]
     card = json.loads((Path(json.loads((out / "benchmark.json").read_text())["datasets"]["pendulum"]) / "card.json").read_text())
@@ -81,6 +86,10 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
                            (["classic", "--datasets", "moon"], "has no dataset 'moon'"),
                            (["classic", "--updates", "0"], "--updates must be >= 1"),
                            (["classic", "--seeds", "0,2", "--vectorize"], "consecutive seeds"),
+                           (["classic", "--set", "dataset=/tmp/x"], "the benchmark sets dataset of every run"),
+                           (["classic", "--set", "config.seed=3"], "the benchmark sets config.seed of every run"),
+                           (["classic", "--set", "lr"], "--set expects KEY=VALUE"),
+                           (["--resume", str(tmp_path / "b"), "--set", "config.lr=1"], "keeps its settings"),
                            ([], "give a SUITE")]:
         assert main(["benchmark", *argv, "-o", str(tmp_path / "b")]) == 2, argv
         assert expected in capsys.readouterr().err

@@ -20,7 +20,7 @@ import io
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -57,12 +57,23 @@ class BenchmarkSpec:
     vectorize: bool = False
     """Each (dataset, algorithm)'s seeds (consecutive, two or more) train as one ``num_seeds`` job
     (``offlinerl sweep --vectorize``); a pair whose job cannot be vectorised runs its seeds as separate trials."""
+    overrides: list[str] = field(default_factory=list)
+    """``--set KEY=VALUE`` for every run, applied last (over the recipe, the dataset's own settings and the budget),
+    e.g. ``config.precision=bf16``; the table states them."""
 
     def __post_init__(self) -> None:
+        from offlinerl.config_io import parse_override
         from offlinerl.jobs.sweep.plan import plan_trials
 
         if not self.algorithms or not self.seeds or not self.datasets:
             raise ConfigError("benchmark: give at least one algorithm, seed and dataset")
+        for text in self.overrides:
+            keys, _ = parse_override(text)
+            if not keys:
+                raise ConfigError(f"--set {text!r}: empty key")
+            if keys[0] in ("dataset", "algorithm", "output") or keys[:2] == ["config", "seed"]:
+                raise ConfigError(f"--set {text!r}: the benchmark sets {'.'.join(keys[:2] if keys[0] == 'config' else keys[:1])} "
+                                  "of every run itself (--datasets, --algorithms, --seeds)")
         if self.vectorize:
             plan_trials({}, self.seeds, vectorize=True)  # the seeds a vectorised job can take, or ConfigError
         if self.updates is not None and self.updates < 1:
@@ -125,9 +136,11 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                 resume_sweep(sweep_dir, max_concurrent=max_concurrent, address=address, log=log)
             else:
                 own = d.recipe_overrides.get(algorithm, ())  # the published per-dataset settings
-                overrides = [f"dataset={paths[d.name]}", *own, *_budget_overrides(recipe, spec.updates, spec.eval_episodes)]
+                overrides = [f"dataset={paths[d.name]}", *own, *_budget_overrides(recipe, spec.updates, spec.eval_episodes),
+                             *spec.overrides]
                 log(f"{d.name} × {algorithm}: {len(spec.seeds)} seed(s) with {recipe.name}"
-                    + (f" ({', '.join(own)})" if own else "") + (" as one vectorised job" if spec.vectorize else ""))
+                    + (f" ({', '.join([*own, *spec.overrides])})" if own or spec.overrides else "")
+                    + (" as one vectorised job" if spec.vectorize else ""))
                 try:
                     run_sweep(sweep_dir, _sweep(recipe, overrides, spec.seeds, spec.vectorize),
                               max_concurrent=max_concurrent, address=address, log=log)
@@ -218,7 +231,7 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
                                  "iqm": point, "iqm_ci": [low, high] if point is not None else None,
                                  "runs": sum(len(v) for v in by_task.values())}
     summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "seeds": spec.seeds,
-               "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
+               "overrides": list(spec.overrides), "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
                "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
                "train_time_s": round(sum(c["train_time_s"] for c in cells.values()), 1),
                "runs": sum(len(c["runs"]) for c in cells.values())}
@@ -240,7 +253,8 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     brackets), the mean over datasets, the IQM with its 95% interval, and the published family means."""
     algorithms = list(summary["algorithms"])
     budget = "recipe budgets" if summary["updates"] is None else f"{summary['updates']:,} updates"
-    lines = [f"Suite `{summary['suite']}` (size {summary['size']}, {budget}, "
+    sets = "".join(f", `--set {o}`" for o in summary.get("overrides", ()))
+    lines = [f"Suite `{summary['suite']}` (size {summary['size']}, {budget}{sets}, "
              f"seeds {', '.join(map(str, summary['seeds']))}): final normalised score (0 = random, 100 = expert), "
              "mean ± std over seeds; [published] where the dataset mirrors a published one.", "",
              "| dataset | " + " | ".join(algorithms) + " |", "|---|" + "---:|" * len(algorithms)]

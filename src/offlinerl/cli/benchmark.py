@@ -16,6 +16,7 @@ EPILOG = """examples:
   offlinerl benchmark maze2d --size small --algorithms bc,td3bc,cql,iql,rebrac --seeds 0,1,2 --updates 100000
   offlinerl benchmark locomotion --size small --seeds 0,1,2 --updates 100000
   offlinerl benchmark locomotion --seeds 0-2 --vectorize --algorithms bc,td3bc,iql
+  offlinerl benchmark locomotion --algorithms rebrac,cql --set config.precision=bf16
   offlinerl benchmark --resume benchmarks/runs/maze2d-20261203T120000Z
 """
 
@@ -43,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="gradient updates per run (default: each recipe's budget)")
     p.add_argument("--eval-episodes", type=int, default=None, metavar="N",
                    help="episodes per evaluation (default: each recipe's)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe value in every run, after the recipe's own and the dataset's settings, "
+                        "e.g. config.precision=bf16 (repeatable; the table states it)")
     p.add_argument("--data-dir", metavar="DIR", help="where generated datasets are kept (default: OUT/data)")
     p.add_argument("--output", "-o", help="benchmark directory to create (default: benchmarks/runs/<suite>-<UTC time>)")
     p.add_argument("--resume", metavar="BENCH_DIR", help="continue the benchmark in BENCH_DIR")
@@ -66,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if (args.suite is None) == (args.resume is None):
         print("offlinerl benchmark: give a SUITE, or --resume BENCH_DIR (not both)", file=sys.stderr)
         return 2
+    if args.resume and args.overrides:
+        print("offlinerl benchmark: a resumed benchmark keeps its settings; drop --set", file=sys.stderr)
+        return 2
     log = (lambda s: None) if args.no_progress else print
     try:
         if args.resume:
@@ -83,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 suite.dataset(name)
             spec = BenchmarkSpec(suite=suite.name, algorithms=algorithms, seeds=seeds, datasets=datasets,
                                  size=args.size, updates=args.updates, eval_episodes=args.eval_episodes,
-                                 vectorize=args.vectorize)
+                                 vectorize=args.vectorize, overrides=args.overrides)
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             out = Path(args.output or Path("benchmarks") / "runs" / f"{suite.name}-{stamp}")
             summary = run_benchmark(out, spec, data_dir=args.data_dir, max_concurrent=args.max_concurrent,
