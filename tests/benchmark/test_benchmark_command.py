@@ -26,57 +26,51 @@ def test_every_suite_dataset_has_its_recipes_and_published_numbers():
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_a_tiny_benchmark_scores_every_run_and_resumes(tmp_path, capsys):
+def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(tmp_path, capsys):
+    """One run of two pairs: BC's seeds as one vectorised job, MARWIL's (its running advantage norm cannot be
+    stacked) as separate trials; a --set reaches every run; scores are the runs' own; resuming changes nothing."""
     out = tmp_path / "bench"
-    code = main(["benchmark", "classic", "--algorithms", "bc", "--seeds", "0,1", "--datasets", "pendulum",
-                 "--updates", "40", "--eval-episodes", "2", "--set", "config.lr=5e-4", "-o", str(out), "--no-progress"])
+    code = main(["benchmark", "classic", "--algorithms", "bc,marwil", "--seeds", "0-1", "--vectorize",
+                 "--datasets", "pendulum", "--updates", "40", "--eval-episodes", "2", "--set", "config.lr=5e-4",
+                 "-o", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "| pendulum |" in captured.out and "IQM [95% CI]" in captured.out
     assert "40 updates, `--set config.lr=5e-4`, seeds 0, 1" in captured.out  # the table says what was changed
+    assert "pendulum × bc: 2 seed(s) with pendulum-bc.yaml (config.lr=5e-4) as one vectorised job" in captured.out
+    assert "pendulum × marwil: seeds run as separate trials (" in captured.out
     scores = json.loads((out / "scores.json").read_text())
-    cell = scores["cells"]["pendulum/bc"]
-    for seed, run in enumerate(cell["runs"]):  # --set reached every run, over the recipe's own value
-        trial = yaml.safe_load((out / "sweeps" / "pendulum-bc" / "trials" / run["trial"] / "config.yaml").read_text())
-        assert trial["config"]["lr"] == 5e-4 and trial["config"]["seed"] == seed
-    assert len(cell["runs"]) == 2 and cell["updates"] == 40
-    random, best = cell["anchors"]
+    bc, marwil = scores["cells"]["pendulum/bc"], scores["cells"]["pendulum/marwil"]
+    assert [r["trial"] for r in bc["runs"]] == ["000/seed-0", "000/seed-1"]
+    assert [r["group"] for r in marwil["runs"]] == [None, None] and len(marwil["runs"]) == 2
+    assert bc["updates"] == marwil["updates"] == 40
+    sweeps = out / "sweeps"
+    for pair, cell in (("pendulum-bc", bc), ("pendulum-marwil", marwil)):
+        for seed, run in enumerate(cell["runs"]):  # --set reached every run, over the recipe's own value
+            trial = yaml.safe_load((sweeps / pair / "trials" / run["trial"] / "config.yaml").read_text())
+            assert trial["config"]["lr"] == 5e-4 and trial["config"]["seed"] == seed
+    random, best = marwil["anchors"]
     card = json.loads((Path(json.loads((out / "benchmark.json").read_text())["datasets"]["pendulum"]) / "card.json").read_text())
     assert (random, best) == (card["random_return"], card["best_return"])
-    for run in cell["runs"]:  # each score is the run's own final return, normalised with the card's anchors
-        result = json.loads((out / "sweeps" / "pendulum-bc" / "trials" / run["trial"] / "result.json").read_text())
+    for run in marwil["runs"]:  # each score is the run's own final return, normalised with the card's anchors
+        result = json.loads((sweeps / "pendulum-marwil" / "trials" / run["trial"] / "result.json").read_text())
         assert run["final"] == pytest.approx(normalized_score(result["final_eval_return"], random, best))
-    assert scores["algorithms"]["bc"]["iqm"] == pytest.approx(iqm([r["final"] for r in cell["runs"]]))
+    assert scores["algorithms"]["marwil"]["iqm"] == pytest.approx(iqm([r["final"] for r in marwil["runs"]]))
+    group = json.loads((sweeps / "pendulum-bc" / "trials" / "000" / "result.json").read_text())
+    assert group["num_seeds"] == 2 and group["seeds"] == [0, 1]
+    for run, replica in zip(bc["runs"], group["replicas"]):  # each seed's score is its own run's final return
+        assert run["final"] == pytest.approx(normalized_score(replica["final_eval_return"], random, best))
+    # the seeds trained together: the pair's training time is the joint job's, not the sum of its seeds'
+    times = [json.loads((sweeps / "pendulum-bc" / "trials" / r["trial"] / "result.json").read_text())
+             ["train_time_s"] for r in bc["runs"]]
+    assert bc["train_time_s"] == pytest.approx(max(times))
+    spec = json.loads((out / "benchmark.json").read_text())["spec"]
+    assert spec["vectorize"] is True and spec["overrides"] == ["config.lr=5e-4"]
     assert (out / "curves.png").stat().st_size > 0 and (out / "scores.csv").is_file()
     # resuming a finished benchmark runs nothing and writes the same table
     before = (out / "scores.md").read_text().split("\n\n")[1]
     assert main(["benchmark", "--resume", str(out), "--no-progress"]) == 0
     assert (out / "scores.md").read_text().split("\n\n")[1] == before
-
-
-@pytest.mark.usefixtures("ray_session")
-def test_vectorize_trains_each_pairs_seeds_as_one_job_and_falls_back_where_it_cannot(tmp_path, capsys):
-    out = tmp_path / "bench"
-    code = main(["benchmark", "classic", "--algorithms", "bc,marwil", "--seeds", "0-1", "--vectorize",
-                 "--datasets", "pendulum", "--updates", "40", "--eval-episodes", "2", "-o", str(out)])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    assert "pendulum × bc: 2 seed(s) with pendulum-bc.yaml as one vectorised job" in captured.out
-    assert "pendulum × marwil: seeds run as separate trials (" in captured.out  # its advantage norm: not stackable
-    scores = json.loads((out / "scores.json").read_text())
-    bc, marwil = scores["cells"]["pendulum/bc"], scores["cells"]["pendulum/marwil"]
-    assert [r["trial"] for r in bc["runs"]] == ["000/seed-0", "000/seed-1"]
-    assert [r["group"] for r in marwil["runs"]] == [None, None] and len(marwil["runs"]) == 2
-    group = json.loads((out / "sweeps" / "pendulum-bc" / "trials" / "000" / "result.json").read_text())
-    assert group["num_seeds"] == 2 and group["seeds"] == [0, 1]
-    random, best = bc["anchors"]
-    for run, replica in zip(bc["runs"], group["replicas"]):  # each seed's score is its own run's final return
-        assert run["final"] == pytest.approx(normalized_score(replica["final_eval_return"], random, best))
-    # the seeds trained together: the pair's training time is the joint job's, not the sum of its seeds'
-    times = [json.loads((out / "sweeps" / "pendulum-bc" / "trials" / r["trial"] / "result.json").read_text())
-             ["train_time_s"] for r in bc["runs"]]
-    assert bc["train_time_s"] == pytest.approx(max(times))
-    assert json.loads((out / "benchmark.json").read_text())["spec"]["vectorize"] is True
 
 
 def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
