@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 import pyarrow.parquet as pq
 
+from offlinerl.convert.grouped import sort_shuffle
 from offlinerl.convert.interface import ConvertUsageError
 from offlinerl.convert.limits import DEFAULT_MAX_VALUE_BYTES, DecodeLimits
 from offlinerl.convert.quarantine import QuarantineWriter, raw_excerpt
@@ -241,7 +242,13 @@ def _default_partitions(files: list[Path]) -> int:
 
 
 def _stage_episodes(files: list[Path], stage: Path, config: SampleBatchConvertConfig) -> None:
-    """Ray pass 1: byte ranges → fragments → group-by episode → stitched episodes, staged as parquet."""
+    """Ray pass 1: byte ranges → fragments → group-by episode → stitched episodes, staged as parquet (grouped with
+    the sort shuffle, as the other converters: ``grouped.sort_shuffle``)."""
+    with sort_shuffle():  # entered before the dataset is made: a Ray Dataset keeps the DataContext it was made in
+        _stage(files, stage, config)
+
+
+def _stage(files: list[Path], stage: Path, config: SampleBatchConvertConfig) -> None:
     import ray.data
 
     ranges = plan_ranges(files, config.range_bytes)
