@@ -181,16 +181,17 @@ def unit_digests(unit: Any) -> dict[str, Any]:
 def files_fingerprint(files: Sequence[Any], *, observation_space: Mapping[str, Any],
                       action_space: Mapping[str, Any], extra_columns: Mapping[str, Any],
                       agent_spaces: Mapping[str, Any] | None = None) -> str:
-    """The fingerprint of the rows of parquet ``files``, read as a Ray Data job (one task per row group).
-    Raises ``ValueError`` naming a file that cannot be read."""
-    from offlinerl.episodes.scan import plan_units, run_units
+    """The fingerprint of the rows of parquet ``files``, read as a Ray Data job (one task per row group); files of
+    at most ``scan.LOCAL_SCAN_MAX_BYTES`` in all are read in this process (a writer's small output: the Ray Data
+    job's task start-up took ~3 s of a small conversion). Raises ``ValueError`` naming a file that cannot be read."""
+    from offlinerl.episodes.scan import plan_units, run_units, small_files
 
     units, unreadable = plan_units(files)
     if unreadable:
         f, err = next(iter(unreadable.items()))
         raise ValueError(f"{f}: cannot be read as parquet ({err})")
     parts = []
-    for payload in run_units(units, unit_digests, desc="fingerprinting"):
+    for payload in run_units(units, unit_digests, desc="fingerprinting", local=small_files(files)):
         if "read_error" in payload:
             raise ValueError(f"{payload['unit']['file']}: cannot be read ({payload['read_error']})")
         parts.append((int(payload["sum"], 16), payload["rows"]))

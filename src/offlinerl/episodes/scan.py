@@ -52,6 +52,12 @@ def scan_locally(files: Sequence[str | Path] | str | Path) -> bool:
         return False
     if "ray" in sys.modules and sys.modules["ray"].is_initialized():
         return False
+    return small_files(files)
+
+
+def small_files(files: Sequence[str | Path] | str | Path) -> bool:
+    """Whether ``files`` (or a dataset directory's parquet files) hold at most :data:`LOCAL_SCAN_MAX_BYTES`: few
+    enough that one process reads them faster than a Ray Data job starts its tasks (False if one cannot be sized)."""
     try:
         if isinstance(files, (str, Path)):
             files = sorted(Path(files).glob("*.parquet"))
