@@ -244,21 +244,17 @@ def _default_partitions(files: list[Path]) -> int:
 def _stage_episodes(files: list[Path], stage: Path, config: SampleBatchConvertConfig) -> None:
     """Ray pass 1: byte ranges → fragments → group-by episode → stitched episodes, staged as parquet (grouped with
     the sort shuffle, as the other converters: ``grouped.sort_shuffle``)."""
-    with sort_shuffle():  # entered before the dataset is made: a Ray Dataset keeps the DataContext it was made in
-        _stage(files, stage, config)
-
-
-def _stage(files: list[Path], stage: Path, config: SampleBatchConvertConfig) -> None:
     import ray.data
 
-    ranges = plan_ranges(files, config.range_bytes)
-    parts = ray.data.from_items([asdict(r) for r in ranges], override_num_blocks=len(ranges))
-    fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow",
-                                  fn_kwargs={"limits": config.decode_limits})
-    grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
-    stitched = grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs})
-    # Without row_group_size every group's output becomes its own row group (thousands per file).
-    stitched.write_parquet(str(stage), row_group_size=_STAGE_ROW_GROUP)
+    with sort_shuffle():  # entered before the dataset is made: a Ray Dataset keeps the DataContext it was made in
+        ranges = plan_ranges(files, config.range_bytes)
+        parts = ray.data.from_items([asdict(r) for r in ranges], override_num_blocks=len(ranges))
+        fragments = parts.map_batches(read_ranges, batch_size=1, batch_format="pyarrow",
+                                      fn_kwargs={"limits": config.decode_limits})
+        grouped = fragments.groupby("key", num_partitions=config.num_partitions or _default_partitions(files))
+        stitched = grouped.map_groups(stitch_group, batch_format="pyarrow", fn_kwargs={"check_obs": config.check_obs})
+        # Without row_group_size every group's output becomes its own row group (thousands per file).
+        stitched.write_parquet(str(stage), row_group_size=_STAGE_ROW_GROUP)
 
 
 def _choose_spaces(layout: _Layout, obs_space: gym.Space | None, act_space: gym.Space | None,
