@@ -71,9 +71,10 @@ class BenchmarkSpec:
             keys, _ = parse_override(text)
             if not keys:
                 raise ConfigError(f"--set {text!r}: empty key")
-            if keys[0] in ("dataset", "algorithm", "output") or keys[:2] == ["config", "seed"]:
-                raise ConfigError(f"--set {text!r}: the benchmark sets {'.'.join(keys[:2] if keys[0] == 'config' else keys[:1])} "
-                                  "of every run itself (--datasets, --algorithms, --seeds)")
+            owned = ".".join(keys[:2]) if keys[:2] == ["config", "seed"] else keys[0]
+            if owned in ("dataset", "algorithm", "output", "config.seed"):
+                raise ConfigError(f"--set {text!r}: the benchmark sets {owned} of every run itself "
+                                  "(--datasets, --algorithms, --seeds)")
         if self.vectorize:
             plan_trials({}, self.seeds, vectorize=True)  # the seeds a vectorised job can take, or ConfigError
         if self.updates is not None and self.updates < 1:
