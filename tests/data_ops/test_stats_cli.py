@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from offlinerl.cli import main
+from offlinerl.cli import attach_negative_lists, main
 from offlinerl.data_ops import MixConfig, StatsConfig, dataset_card, mix_datasets
+from offlinerl.episodes import load_episodes
 from tests.data_ops.builders import base, lengths
 
 
@@ -55,6 +56,17 @@ def test_filter_cli_and_inspect_shows_the_lineage(data, tmp_path, capsys):
     assert main(["inspect", str(out)]) == 0
     text = capsys.readouterr().out
     assert "lineage (2 step(s), oldest first):" in text and "filter(top=20%, rank_by=return)" in text
+
+
+def test_a_negative_list_after_an_option_is_its_value(data, tmp_path, capsys):
+    # the help's own example, --clip -1,1: argparse took "-1,1" for an option ("expected one argument")
+    out = tmp_path / "r"
+    assert main(["data", "relabel", str(data), "--scale", "2", "--shift", "-1", "--clip", "-0.5,10", "-o", str(out)]) == 0
+    rewards = {e.id: e.rewards.tolist() for e in load_episodes(out)}
+    assert rewards["e3"] == [5.0, -0.5] and rewards["e7"] == [10.0, -0.5, -0.5]   # 2r - 1, clipped
+    assert attach_negative_lists(["--clip", "-1,1", "--weights", "-1e-3,2", "--shift", "-1", "--", "--x", "-1,2"]) \
+        == ["--clip=-1,1", "--weights=-1e-3,2", "--shift", "-1", "--", "--x", "-1,2"]
+    assert attach_negative_lists(["--clip=-1,1", "-o", "-1,1"]) == ["--clip=-1,1", "-o", "-1,1"]
 
 
 @pytest.mark.parametrize("args, message", [

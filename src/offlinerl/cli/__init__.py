@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import logging
 import os
+import re
 import sys
 import time
 from typing import Iterator
@@ -64,9 +65,29 @@ def _version() -> str:
     return __version__
 
 
+#: A comma-separated list that starts with a negative number (``-1,1``, ``-0.5,2``): argparse takes it for an option.
+_NEGATIVE_LIST = re.compile(r"-\.?\d[^,\s]*(,[^,\s]*)+")
+
+
+def attach_negative_lists(argv: list[str]) -> list[str]:
+    """``--clip -1,1`` as ``--clip=-1,1``: argparse reads a value that starts with ``-`` as an option unless it is a
+    plain negative number, so a list like ``-1,1`` after an option was refused ("expected one argument"). No option
+    name is a comma list, so such a token is attached to the option before it (not after ``--``)."""
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            return out + argv[i:]
+        prev = out[-1] if out else ""
+        if prev.startswith("--") and "=" not in prev and _NEGATIVE_LIST.fullmatch(token):
+            out[-1] = f"{prev}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_negative_lists(sys.argv[1:] if argv is None else list(argv)))
     prefix = " ".join(["offlinerl", args.command] + ([args.format] if getattr(args, "format", None) else []))
     if getattr(args, "env_packages", None):
         from offlinerl.trusted import UntrustedNameError, allow_env_packages
