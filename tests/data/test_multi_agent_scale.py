@@ -110,7 +110,7 @@ def test_each_module_normalises_with_its_own_agents_mean_and_std(ray_session, te
         data.env_to_module_pipeline()
 
     streaming = OfflineData(team, _config("streaming"))
-    streaming.fit_normalizer_streaming()  # one pass, one Ray task per row group, moments merged per module
+    streaming.fit_normalizer_streaming(local=False)  # one pass, one Ray task per row group, merged per module
     for agent in AGENTS:
         got, want = streaming.connector_state()[agent]["NormalizeObservations"], state[agent]["NormalizeObservations"]
         assert got["count"] == want["count"]

@@ -68,11 +68,14 @@ def test_streaming_statistics_of_a_large_dataset_come_from_a_fixed_sample_of_fil
     full = OfflineData(path, MARWILConfig(normalize_observations=True, data=DataConfig(mode="streaming")))
     files, fraction = full.stats_sample()
     assert (len(files), fraction) == (20, 1.0)
-    full.fit_normalizer_streaming()
+    full.fit_normalizer_streaming(local=False)  # one Ray task per row group
     raw = np.concatenate([e.obs[:-1] for e in eps]).astype(np.float64)
     assert full.normalizer.stats.count == total
     np.testing.assert_allclose(full.normalizer.stats.mean, raw.mean(0), rtol=1e-10)
     np.testing.assert_allclose(full.normalizer.stats.var, raw.var(0), rtol=1e-8)
+    here = OfflineData(path, MARWILConfig(normalize_observations=True, data=DataConfig(mode="streaming")))
+    here.fit_normalizer_streaming()  # small files: read in this process, row group by row group, in the same order
+    assert here.normalizer.get_state() == full.normalizer.get_state()
 
     cap = total // 4
     cfg = MARWILConfig(normalize_observations=True, data=DataConfig(mode="streaming", stats_max_steps=cap))
