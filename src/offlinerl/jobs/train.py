@@ -103,7 +103,7 @@ def run_train(
     if algorithm is not None:
         validation = None
     else:
-        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset, local=not use_ray)
+        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset, local=True if not use_ray else None)
     if validation is not None and validation.cached:
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     run, algo = open_run(
