@@ -40,7 +40,7 @@ def train(dataset: str | Path, config: BCConfig, updates: int):
     module = MultiRLModuleSpec.single(RLModuleSpec(DefaultRLModule, info.observation_space, info.action_space,
                                                    config.module_config())).build()[C.DEFAULT_MODULE_ID]
     torch.manual_seed(config.seed + 1000 * 0)  # the library's learner reseeds after building (rank 0)
-    optimizer = torch.optim.Adam(module.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam(module.parameters(), lr=config.lr, fused=True)  # the kernel the learners step with
     generator = torch.Generator().manual_seed(config.seed)  # the in-memory sampler's generator
     losses = []
     for _ in range(updates):

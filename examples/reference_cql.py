@@ -25,16 +25,16 @@ from offlinerl.episodes import read_info
 
 
 def make_optimizers(module: CQLRLModule, cfg: CQLConfig) -> dict[str, torch.optim.Optimizer]:
-    optimizers = {"critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr)}
+    optimizers = {"critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr, fused=True)}  # as the learners
     if module.discrete:
         return optimizers
     with torch.no_grad():
         module.log_alpha.fill_(float(np.log(cfg.initial_alpha)))
         module.log_cql_alpha.fill_(float(np.log(cfg.initial_cql_alpha)))
-    optimizers["actor"] = torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr)
-    optimizers["alpha"] = torch.optim.Adam([module.log_alpha], lr=cfg.alpha_lr)
+    optimizers["actor"] = torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr, fused=True)
+    optimizers["alpha"] = torch.optim.Adam([module.log_alpha], lr=cfg.alpha_lr, fused=True)
     if cfg.lagrangian:
-        optimizers["cql_alpha"] = torch.optim.Adam([module.log_cql_alpha], lr=cfg.cql_alpha_lr)
+        optimizers["cql_alpha"] = torch.optim.Adam([module.log_cql_alpha], lr=cfg.cql_alpha_lr, fused=True)
     return optimizers
 
 

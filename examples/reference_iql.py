@@ -22,9 +22,10 @@ from offlinerl.episodes import read_info
 
 
 def make_optimizers(module: IQLRLModule, cfg: IQLConfig) -> dict[str, torch.optim.Optimizer]:
-    return {"actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr),
-            "critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr),
-            "value": torch.optim.Adam(module.value_parameters(), lr=cfg.value_lr)}
+    # fused: the Adam kernel offlinerl's learners step with (``core.learner.fast_step``), so the two agree bit for bit
+    return {"actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr, fused=True),
+            "critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr, fused=True),
+            "value": torch.optim.Adam(module.value_parameters(), lr=cfg.value_lr, fused=True)}
 
 
 def update(module: IQLRLModule, optimizers: dict[str, torch.optim.Optimizer], batch: dict[str, torch.Tensor],

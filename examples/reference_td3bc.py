@@ -23,8 +23,9 @@ from offlinerl.episodes import read_info
 
 
 def make_optimizers(module: TD3BCRLModule, cfg: TD3BCConfig) -> dict[str, torch.optim.Optimizer]:
-    return {"actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr),
-            "critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr)}
+    # fused: the Adam kernel offlinerl's learners step with (``core.learner.fast_step``), so the two agree bit for bit
+    return {"actor": torch.optim.Adam(module.policy_parameters(), lr=cfg.actor_lr, fused=True),
+            "critic": torch.optim.Adam(module.critic_parameters(), lr=cfg.critic_lr, fused=True)}
 
 
 def _step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, retain: bool) -> None:

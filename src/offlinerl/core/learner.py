@@ -48,6 +48,21 @@ POLICY_OPTIMIZERS = ("actor", "alpha")
 TensorBatch = dict[str, torch.Tensor]
 
 
+def fast_step(opt: torch.optim.Optimizer) -> None:
+    """The optimizer's fastest step that keeps its arithmetic: Adam and AdamW with the fused kernel (one pass per
+    tensor, on CPU too: 124 against 324 us a step for two 256x256 MLPs here; the same update to float rounding,
+    ~1e-8), every other optimizer with the multi-tensor (``foreach``) step (bit-equal to torch's CPU default).
+    Settings a user gave (``foreach``, ``fused``, ``capturable``, ``differentiable``) are left as they are."""
+    fusable = type(opt) in (torch.optim.Adam, torch.optim.AdamW)
+    for group in opt.param_groups:
+        if group.get("fused") or group.get("foreach") is not None:
+            continue
+        if fusable and not group.get("differentiable") and not group.get("capturable"):
+            group["fused"] = True
+        else:
+            group["foreach"] = True
+
+
 class LearnerConfig(Protocol):
     """What the base ``Learner`` reads from its config (``AlgorithmConfig`` has it; an algorithm's learner also reads
     its own config class's fields)."""
@@ -183,10 +198,8 @@ class Learner:
         optimizers = {(mid, name): opt for mid, module in self.module.items()
                       for name, opt in self.configure_optimizers_for_module(mid, module).items()}
         owners = assign_parameters(optimizers, self.module)  # each parameter in exactly one optimizer
-        for opt in optimizers.values():  # the multi-tensor step: the same values as torch's CPU default, per-tensor
-            for group in opt.param_groups:
-                if group.get("foreach", False) is None and not group.get("fused"):
-                    group["foreach"] = True
+        for opt in optimizers.values():
+            fast_step(opt)
         self._optimizers = optimizers
         self._params, self._grad_params, self._moves = owners.params, owners.grad_params, owners.moves
 
@@ -291,7 +304,9 @@ class Learner:
             for p, g in zip(params, grads):
                 if id(p) not in reached:
                     reached.add(id(p))
-                    p.grad = torch.zeros_like(p) if g is None else g
+                    # contiguous: the fused CPU Adam misreads strided gradients (a weight's gradient from a vmapped
+                    # backward, offlinerl.core.seed_stack's, is often a transposed view)
+                    p.grad = torch.zeros_like(p) if g is None else g.contiguous()
                 elif g is not None:  # a shared parameter: the sum of every module's loss gradient
                     p.grad = p.grad + g
         for key in keys:
@@ -407,6 +422,10 @@ class Learner:
             opt.load_state_dict(state["optimizers"][f"{key[0]}/{key[1]}"])
             for group, kept in zip(opt.param_groups, settings):
                 group.update(kept)
+                if group.get("fused"):  # a step count saved by an unfused optimizer sits on the CPU as it was
+                    for q in group["params"]:
+                        if "step" in opt.state.get(q, {}):
+                            opt.state[q]["step"] = torch.as_tensor(opt.state[q]["step"], dtype=torch.float32, device=q.device)
         self.timestep = int(state["timestep"])
         self.set_extra_state(state.get("extra", {}))
         rng = state.get("rng", {})

@@ -108,31 +108,6 @@ def _replace(module: nn.Module, dotted: str, tensor: torch.Tensor) -> None:
         owner._buffers[leaf] = tensor
 
 
-def _fuse(optimizers) -> None:
-    """Adam and AdamW step their stacked tensors with the fused kernel (one pass per tensor, on CPU too): the
-    same elementwise arithmetic, less time per update."""
-    for opt in optimizers:
-        groups = opt.param_groups
-        if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or \
-                any(g.get("differentiable") or g.get("capturable") for g in groups):
-            continue
-        for group in groups:
-            group["foreach"], group["fused"] = False, True
-        opt.step = _contiguous_grads(opt, opt.step)  # type: ignore[method-assign]
-
-
-def _contiguous_grads(opt: torch.optim.Optimizer, step: Any) -> Any:
-    """``step`` after making every gradient contiguous: the fused CPU kernel misreads strided gradients (a
-    weight's gradient from the vmapped backward is often a transposed view)."""
-    def run(*args: Any, **kwargs: Any) -> Any:
-        for group in opt.param_groups:
-            for p in group["params"]:
-                if p.grad is not None and not p.grad.is_contiguous():
-                    p.grad = p.grad.contiguous()
-        return step(*args, **kwargs)
-    return run
-
-
 class SeedStack:
     """The replicas' learners as one stacked learner; see the module docstring."""
 
@@ -164,7 +139,6 @@ class SeedStack:
                     value = nn.Parameter(value, requires_grad=t.requires_grad)
                 _replace(self.stacked.module, name, value)
         self.stacked.configure_module_optimizers()
-        _fuse(self.stacked._optimizers.values())
         self.stacked.clip_gradients = per_seed_clip  # type: ignore[method-assign]
         self.stacked.timestep = first.timestep
         self._load_optimizer_states()
