@@ -7,11 +7,11 @@ connectors, vectorised over whole blocks)`` and then one of two modes:
   observation statistics are fitted on them, and each learner receives its
   shard as contiguous arrays (``InMemorySpec``) sampled uniformly;
 - **streaming** (larger than memory): a statistics pass first (if observations
-  are normalised: one Ray task per row group, or in this process where the sample's
-  files are small, over at most about ``data.stats_max_steps`` steps of a fixed
-  sample of files and episodes, so its time does not grow with the dataset), then a lazy dataset split per learner
-  with ``streaming_split``, read as whole blocks pooled and permuted in each
-  learner (``StreamingSpec``).
+  are normalised: one Ray task per row group, or in this process where the
+  sample's files are small, over at most about ``data.stats_max_steps`` steps of
+  a fixed sample of files and episodes, so its time does not grow with the
+  dataset), then a lazy dataset split per learner with ``streaming_split``, read
+  as whole blocks pooled and permuted in each learner (``StreamingSpec``).
 
 A multi-agent dataset (rows with ``agent_id`` / ``module_id``: ``module_ids`` lists several) trains one module
 per id (each row's ``module_id``, else its ``agent_id``; with the config's ``policy_mapping``, the module it maps the

@@ -103,7 +103,9 @@ def run_train(
     if algorithm is not None:
         validation = None
     else:
-        validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset, local=True if not use_ray else None)
+        # without Ray, read here; with it, here too for small files (require_valid decides)
+        validation = require_schema(spec.dataset) if skip_validation else \
+            require_valid(spec.dataset, local=None if use_ray else True)
     if validation is not None and validation.cached:
         log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
     run, algo = open_run(

@@ -104,7 +104,7 @@ class Algorithm:
         if use_ray:
             init_ray()
         if validate_data:
-            require_valid(dataset, local=True if not use_ray else None)
+            require_valid(dataset, local=None if use_ray else True)
         self.name = algorithm
         self.config = config
         self.dataset = str(dataset)
