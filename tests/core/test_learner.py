@@ -182,6 +182,34 @@ def test_restored_optimizers_keep_this_configs_learning_rate_and_the_saved_momen
         assert torch.equal(x, y), k
 
 
+def test_adam_steps_fused_and_an_unfused_state_restores_into_it():
+    """Adam/AdamW take the fused step (one kernel per tensor); a setting the learner gave is kept; SGD takes the
+    multi-tensor step. A state saved by an unfused Adam (older checkpoints) loads and the next steps match a learner
+    that never stopped."""
+
+    class Mixed(CoupledLearner):
+        def configure_optimizers_for_module(self, module_id, module):
+            return {"actor": torch.optim.Adam(list(module.policy_parameters()), lr=self.config.lr),
+                    "value": torch.optim.AdamW(list(module.value_parameters()), lr=self.config.lr, foreach=False)}
+
+    a = Mixed(config=Cfg(), module_spec=_spec()).build()
+    actor, value = a.optimizer(C.DEFAULT_MODULE_ID, "actor"), a.optimizer(C.DEFAULT_MODULE_ID, "value")
+    assert actor.param_groups[0]["fused"] is True and value.param_groups[0]["fused"] in (None, False)
+    assert CoupledLearner(config=Cfg(), module_spec=_spec()).build() \
+        .optimizer(C.DEFAULT_MODULE_ID, "actor").param_groups[0]["foreach"] is True  # SGD
+    a.update(_batch())
+    state = copy.deepcopy(a.get_state())
+    for group in state["optimizers"][f"{C.DEFAULT_MODULE_ID}/actor"]["param_groups"]:
+        group["fused"], group["foreach"] = None, True  # as an unfused optimizer saved it
+    b = Mixed(config=Cfg(), module_spec=_spec()).build()
+    b.set_state(state)
+    assert b.optimizer(C.DEFAULT_MODULE_ID, "actor").param_groups[0]["fused"] is True  # this learner's setting
+    for learner in (a, b):
+        learner.update(_batch(seed=5))
+    for (k, x), (_, y) in zip(a.module.state_dict().items(), b.module.state_dict().items()):
+        assert torch.equal(x, y), k
+
+
 class SeparableLearner(CoupledLearner):
     """Each term meets the other's network detached: one backward serves both."""
 
