@@ -131,6 +131,29 @@ def test_finetune_runs_the_job_loop_and_honours_a_time_stop(bc_checkpoint, tmp_p
     assert (run / "tensorboard").is_dir() and (run / "checkpoints" / "final").is_dir()
 
 
+def test_a_job_that_evaluates_differently_still_checks_the_handover_with_the_checkpoints_settings(
+        bc_checkpoint, tmp_path, capsys):
+    """The checkpoint was evaluated on 4 episodes from seed 100; a job evaluating 7 from seed 5 (as the shipped
+    Pendulum fine-tune evaluates 50) still reports the hand-over on the checkpoint's own episodes, exactly equal,
+    and its own first evaluation beside it, the first point of the curve."""
+    job_file = tmp_path / "ft.yaml"
+    job_file.write_text(
+        "config: {updates_per_iteration: 5, evaluation: {episodes: 7, seed: 5}}\n"
+        "online: {env_steps_per_iteration: 20, save_online_episodes: false}\n"
+        "stop: {iterations: 1}\n"
+    )
+    assert main(["finetune", str(job_file), "--from", str(bc_checkpoint), "-o", str(tmp_path / "run"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["initial_eval_return"] == result["checkpoint_eval_return"]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert lines[0]["eval/episodes"] == 7 and lines[0]["eval/return_mean"] == result["first_eval_return"]
+    assert result["curve"][0]["eval_return"] == result["first_eval_return"]
+    assert lines[0]["eval/handover_return_mean"] == result["initial_eval_return"]
+    assert "on the checkpoint's 4 episodes" in out and "on this job's 7 (seed 5)" in out, out
+
+
 def test_record_writes_the_online_episodes_as_a_dataset_that_validates(bc_checkpoint, tmp_path, capsys):
     """``--record DIR``: a new dataset (validated by ``offlinerl validate``); an existing one is replaced only
     with ``--overwrite``, an input of the job never; both checked before the job starts."""

@@ -41,3 +41,7 @@ def test_finetune_ends_with_a_readable_summary():
         "online episodes: runs/f/online-episodes",
         "run directory: runs/f  (checkpoint: runs/f/checkpoints/final)",
     ]
+    # A job that evaluates with other settings than the checkpoint's also says its own first evaluation.
+    assert finetune_summary({**result, "first_eval_return": -870.5}).splitlines()[1] == (
+        "evaluation return: before -900.0 (the checkpoint's own: -900.0), -870.5 with this job's evaluation "
+        "settings, final -300.2 ± 40.0, best -250.0")

@@ -75,6 +75,9 @@ def finetune_summary(r: Mapping[str, Any]) -> str:
     else:
         own = f" (the checkpoint's own: {r['checkpoint_eval_return']:.1f})" if r.get("checkpoint_eval_return") \
             is not None else ""
+        first = r.get("first_eval_return")
+        if first is not None and first != r.get("initial_eval_return"):  # the job evaluates otherwise
+            own += f", {first:.1f} with this job's evaluation settings"
         lines.append(f"evaluation return: before {_num(r.get('initial_eval_return'))}{own}, final "
                      f"{r['final_eval_return']:.1f} ± {_num(r.get('final_eval_return_std'))}, best "
                      f"{_num(r.get('best_eval_return'))}")

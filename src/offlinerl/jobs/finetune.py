@@ -18,9 +18,11 @@ starts from scratch (``offlinerl.jobs.warmup``): random warm-up steps written to
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from offlinerl.algorithms.algorithm_config import EvaluationConfig
 from offlinerl.algorithms.registry import get_algorithm
 from offlinerl.config_io import ConfigError, to_dict
 from offlinerl.core import metrics as M
@@ -83,14 +85,43 @@ def _curve(history: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
     return out
 
 
-def _checkpoint_eval(path: str | None) -> float | None:
-    """The evaluation return the starting checkpoint recorded (None: none, from scratch, or the checkpoint is gone)."""
+HANDOVER = "eval/handover_return_mean"
+"""The loaded policy's return with the checkpoint's own evaluation settings, in the first metrics record."""
+
+
+@dataclass(frozen=True)
+class _CheckpointEval:
+    """The evaluation the starting checkpoint recorded, and the settings it ran with."""
+
+    eval_return: float
+    episodes: int
+    seed: int
+
+
+def _checkpoint_eval(path: str | None) -> _CheckpointEval | None:
+    """The starting checkpoint's last evaluation (None: none, from scratch, or the checkpoint is gone)."""
     if not path:
         return None
     try:
-        return load_checkpoint(path).meta.last_eval.get(M.EVAL_RETURN_MEAN)
+        meta = load_checkpoint(path).meta
     except CheckpointError:
         return None
+    ret, episodes = meta.last_eval.get(M.EVAL_RETURN_MEAN), meta.last_eval.get(f"{M.EVAL}/episodes")
+    if ret is None or not episodes:
+        return None
+    seed = (meta.config.get("evaluation") or {}).get("seed", EvaluationConfig.seed)
+    return _CheckpointEval(float(ret), int(episodes), int(seed))
+
+
+def _handover(algo: Algorithm, own: _CheckpointEval | None, initial: float) -> float:
+    """The loaded policy's return with the checkpoint's own evaluation settings (episodes, seed): equal to the
+    checkpoint's recorded return when nothing was lost in the hand-over. The job's first evaluation is that
+    measurement when the job keeps the settings; a job that evaluates differently (e.g. 50 episodes where the
+    checkpoint had 10) plays the checkpoint's episodes once more, aside, so the two stay comparable."""
+    ev = algo.config.evaluation
+    if own is None or (own.episodes, own.seed) == (ev.episodes, ev.seed):
+        return initial
+    return algo.evaluate(own.episodes, own.seed, record=False)[M.EVAL_RETURN_MEAN]
 
 
 def _record_destination(spec: FinetuneSpec, run: Path) -> Path | None:
@@ -169,16 +200,23 @@ def run_finetune(
         )
         recording.truncate(algo.iteration)  # a resumed job samples the later iterations again
         algo.experience.recording = recording
-    checkpoint_eval = _checkpoint_eval(spec.checkpoint)
+    own = _checkpoint_eval(spec.checkpoint)
+    handover = None
     try:
         if resume_from is None:
             initial = algo.evaluate()
             start = f"{algo.name} from scratch ({spec.warmup_steps} random warm-up steps in {dataset})" if scratch \
                 else f"loaded {spec.checkpoint} ({algo.name})"
-            log(f"{start}: evaluation return {initial[M.EVAL_RETURN_MEAN]:.2f}"
-                + (f" (checkpoint's own: {checkpoint_eval:.2f})" if checkpoint_eval is not None else ""))
+            handover = _handover(algo, own, initial[M.EVAL_RETURN_MEAN])
+            if own is None or handover == initial[M.EVAL_RETURN_MEAN]:
+                log(f"{start}: evaluation return {initial[M.EVAL_RETURN_MEAN]:.2f}"
+                    + (f" (checkpoint's own: {own.eval_return:.2f})" if own is not None else ""))
+            else:
+                log(f"{start}: evaluation return {handover:.2f} on the checkpoint's {own.episodes} episodes "
+                    f"(checkpoint's own: {own.eval_return:.2f}), {initial[M.EVAL_RETURN_MEAN]:.2f} on this job's "
+                    f"{algo.config.evaluation.episodes} (seed {algo.config.evaluation.seed})")
             first_records = [{M.ITERATION: 0.0, M.UPDATES: float(algo.num_updates), M.ENV_STEPS: 0.0,
-                              **initial}]
+                              **initial, HANDOVER: handover}]
         job = run_job(
             algo, run, spec.stop, t_start=t_start,
             progress=Progress(desc=f"finetune {algo.name}", unit="it", total=spec.stop.iterations)
@@ -193,15 +231,16 @@ def run_finetune(
         algo.stop()
     info = recording.write(destination, overwrite=overwrite or destination == run / "online-episodes") \
         if recording is not None else None
-    initial_eval = next((h[M.EVAL_RETURN_MEAN] for h in job.history if h.get(M.ITERATION) == 0
-                         and h.get(M.EVAL_RETURN_MEAN) is not None), None)
+    first = next((h for h in job.history if h.get(M.ITERATION) == 0 and h.get(M.EVAL_RETURN_MEAN) is not None),
+                 None)  # the job's first evaluation, before any update (a resumed job reads it from metrics.jsonl)
     result = {
         "algorithm": algo.name,
         "from_checkpoint": str(spec.checkpoint) if spec.checkpoint else None,
         "dataset_fingerprint": algo.offline_data.info.fingerprint,
         "env": algo.online_env_id(),
-        "checkpoint_eval_return": checkpoint_eval,
-        "initial_eval_return": initial_eval,
+        "checkpoint_eval_return": None if own is None else own.eval_return,
+        "initial_eval_return": None if first is None else first.get(HANDOVER, first[M.EVAL_RETURN_MEAN]),
+        "first_eval_return": None if first is None else first[M.EVAL_RETURN_MEAN],
         "final_eval_return": algo.last_eval.get(M.EVAL_RETURN_MEAN),
         "final_eval_return_std": algo.last_eval.get(M.EVAL_RETURN_STD),
         "best_eval_return": algo.best_eval_return,

@@ -315,18 +315,24 @@ class Algorithm:
         one module, a PettingZoo env (``pettingzoo:MODULE``) for one or several."""
         return _setup.can_evaluate(self.config, self.offline_data)
 
-    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+    def evaluate(self, episodes: int | None = None, seed: int | None = None, *,
+                 record: bool = True) -> dict[str, float]:
         """The evaluation module's deterministic policy over ``episodes`` (default ``evaluation.episodes``) episodes
-        of the evaluation env: ``eval/return_mean`` ...; in a multi-agent env the team return (every agent's
-        rewards summed) and each agent's ``eval/<agent>/return_mean``."""
+        of the evaluation env from ``seed`` (default ``evaluation.seed``): ``eval/return_mean`` ...; in a
+        multi-agent env the team return (every agent's rewards summed) and each agent's
+        ``eval/<agent>/return_mean``. ``record=False``: a side measurement (e.g. a fine-tune's hand-over check
+        with the checkpoint's settings) that leaves ``last_eval`` and ``best_eval_return`` alone."""
         ev = self.config.evaluation
+        episodes, seed = episodes or ev.episodes, ev.seed if seed is None else seed
         if _setup.team_evaluation(self.config, self.offline_data):
-            out = team_metrics(self._team_play(episodes or ev.episodes, ev.seed))
+            out = team_metrics(self._team_play(episodes, seed))
         elif self.offline_data.multi_module:
             raise ValueError(f"cannot evaluate {len(self.offline_data.module_ids)} modules in a single-agent env; "
                              "set evaluation.env to a multi-agent env (pettingzoo:MODULE) or evaluation.interval=0")
         else:
-            out = M.episode_metrics(*self._play(episodes or ev.episodes, ev.seed), M.EVAL)  # the evaluation module's
+            out = M.episode_metrics(*self._play(episodes, seed), M.EVAL)  # the evaluation module's
+        if not record:
+            return out
         ret = out[M.EVAL_RETURN_MEAN]
         self.best_eval_return = ret if self.best_eval_return is None else max(self.best_eval_return, ret)
         self.last_eval = out
