@@ -55,6 +55,7 @@ class LineProgress(NoProgress):
         self.start_n = initial
         self.postfix: dict[str, str] = {}
         self.closed = False
+        self.printed: tuple[int, dict[str, str]] | None = None  # what the last line said (count, postfix)
 
     def _line(self) -> str:
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
@@ -70,15 +71,21 @@ class LineProgress(NoProgress):
         now = self.clock()
         if now - self.last >= self.interval_s:
             self.last = now
-            print(self._line(), file=self.stream, flush=True)
+            self._print()
 
     def set_postfix(self, values: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.postfix = {str(k): str(v) for k, v in {**(values or {}), **kwargs}.items()}
 
+    def _print(self) -> None:
+        self.printed = (self.n, dict(self.postfix))
+        print(self._line(), file=self.stream, flush=True)
+
     def close(self) -> None:
+        """The closing line, unless the last periodic line already said the same count and metrics."""
         if not self.closed:
             self.closed = True
-            print(self._line(), file=self.stream, flush=True)
+            if self.printed != (self.n, self.postfix):
+                self._print()
 
 
 def progress_bar(*, total: int | None, desc: str, unit: str, initial: int = 0, enabled: bool = True,

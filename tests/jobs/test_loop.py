@@ -147,3 +147,12 @@ def test_result_json_is_strict_and_stop_config_is_one_class(tmp_path):
     assert loop.StopConfig is StopConfig
     with pytest.raises(ConfigError, match="at least one"):
         StopConfig()
+
+
+def test_a_plain_progress_line_shows_the_iteration_it_counts(tmp_path, capsys):
+    """In a log (stderr not a terminal), each line's metrics are its own iteration's, and 100% is said once."""
+    run_job(Counter(eval_every=1), tmp_path, StopConfig(iterations=2), t_start=0.0,
+            progress=loop.Progress(desc="job", unit="it", total=2, interval_s=0.0))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("job:")]
+    assert [line.split(",")[0] for line in lines] == ["job: 1/2 it (50%)", "job: 2/2 it (100%)"]
+    assert lines[0].endswith("eval=1.0") and lines[1].endswith("eval=2.0"), lines

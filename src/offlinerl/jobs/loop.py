@@ -67,6 +67,8 @@ class Progress:
     """``upd``: the bar counts gradient updates; ``it``: iterations."""
     total: int | None = None
     """Where the bar ends (None: no end known, e.g. a wall-time stop)."""
+    interval_s: float = 30.0
+    """Seconds between plain progress lines when stderr is not a terminal (a log, CI)."""
 
     def __post_init__(self) -> None:
         if self.unit not in ("upd", "it"):
@@ -163,8 +165,8 @@ def run_job(
             metrics.append(last)
             if bar is not None:
                 done = trainable.num_updates - updates_before if progress.unit == "upd" else trainable.iteration - iteration_before
-                bar.update(done)
-                bar.set_postfix(_postfix(last, trainable.last_eval))
+                bar.set_postfix(_postfix(last, trainable.last_eval))  # first: a plain line printed by update
+                bar.update(done)                                          # shows this iteration's metrics
             check_losses(last, updates_before=updates_before, last_checkpoint=last_good)
             if checkpoint_interval and trainable.iteration % checkpoint_interval == 0:
                 last_good = trainable.save_checkpoint(run / "checkpoints" / f"iter-{trainable.iteration:06d}",
@@ -215,9 +217,9 @@ def _progress_bar(progress: Progress | None, trainable: Trainable) -> Any:
     if progress is None:
         return None
     initial = trainable.num_updates if progress.unit == "upd" else trainable.iteration
-    # tqdm on a terminal; plain lines every 30 s in a log (no carriage-return frames); none under --quiet
+    # tqdm on a terminal; plain lines every interval_s in a log (no carriage-return frames); none under --quiet
     return progress_bar(total=progress.total, initial=initial, unit=progress.unit, desc=progress.desc,
-                        dynamic_ncols=True)
+                        interval_s=progress.interval_s, dynamic_ncols=True)
 
 
 def _postfix(metrics: Mapping[str, Any], last_eval: Mapping[str, float], most: int = 3) -> dict[str, str]:
