@@ -466,7 +466,7 @@ def test_overwrite_refuses_an_input_and_a_directory_that_is_not_a_dataset(tmp_pa
 
 
 @pytest.mark.usefixtures("ray_session")
-def test_overwrite_with_every_episode_quarantined_keeps_our_dataset_unless_allowed(tmp_path, capsys):
+def test_overwrite_with_every_episode_quarantined_keeps_our_dataset_allowed_or_not(tmp_path, capsys):
     logs, spec = _logs(tmp_path / "work", GAP_CSV)
     _old_dataset(tmp_path / "ds")
     argv = ["convert", "table", str(logs), "--spec", str(spec), "-o", str(tmp_path / "ds"), "--overwrite"]
@@ -475,11 +475,17 @@ def test_overwrite_with_every_episode_quarantined_keeps_our_dataset_unless_allow
     assert (f"2 record(s) were quarantined, so the existing dataset at {(tmp_path / 'ds').resolve()} was kept"
             in _error(capsys))
     assert _snapshot(tmp_path) == before
-    # allowed: replaced by an empty dataset (and its quarantine), which is still a valid dataset
-    assert run_cli([*argv, "--allow-quarantine"]) == 0
-    assert "record(s) quarantined (allowed)" in capsys.readouterr().err
-    assert read_info(tmp_path / "ds").num_episodes == 0 and load_episodes(tmp_path / "ds") == []
-    records = [json.loads(line) for line in (tmp_path / "ds" / QUARANTINE_PATH).read_text().splitlines()]
+    # allowed or not: a conversion of no episodes never replaces a dataset
+    assert run_cli([*argv, "--allow-quarantine"]) == 2
+    assert (f"no episodes were converted (2 record(s) quarantined), so the existing dataset at "
+            f"{(tmp_path / 'ds').resolve()} was kept" in _error(capsys))
+    assert _snapshot(tmp_path) == before
+    # into a new place: written with its quarantine to read, but exit 2, and the dataset is not valid
+    new = tmp_path / "new"
+    assert run_cli([*argv[:-3], "-o", str(new), "--allow-quarantine"]) == 2
+    assert "no episodes were converted; 3 record(s) quarantined" in capsys.readouterr().err  # 2 rows, 1 episode
+    assert read_info(new).num_episodes == 0 and load_episodes(new) == []
+    records = [json.loads(line) for line in (new / QUARANTINE_PATH).read_text().splitlines()]
     assert [(r["line"], r["reason"]) for r in records] == [(2, "gap"), (3, "gap")]
-    assert validate_dataset(tmp_path / "ds").ok
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "work"]
+    assert not validate_dataset(new).ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "new", "work"]

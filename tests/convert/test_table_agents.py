@@ -244,9 +244,10 @@ def test_a_missing_or_misnamed_agent_column_is_a_clear_error(tmp_path, capsys):
     # with declared spaces the file is quarantined whole, named in the report
     declared = {"observation_space": {**BOX1, "shape": [2], "low": ["-inf"] * 2, "high": ["inf"] * 2},
                 "action_space": DISCRETE2}
-    assert convert({**SPEC, "agent": "agent_id", **declared}, "c") == 1
-    assert f"note: file not read: {path}: missing_column: the header has no column 'agent_id'" in (
-        capsys.readouterr().out)
+    assert convert({**SPEC, "agent": "agent_id", **declared}, "c") == 2  # and nothing was converted: exit 2
+    printed = capsys.readouterr()
+    assert f"note: file not read: {path}: missing_column: the header has no column 'agent_id'" in printed.out
+    assert "no episodes were converted; 1 record(s) quarantined" in printed.err
     records = [json.loads(line) for line in (tmp_path / "c" / QUARANTINE_PATH).read_text().splitlines()]
     assert records == [{"file": path, "line": None, "level": "file", "reason": "missing_column",
                         "message": "the header has no column 'agent_id'"}]

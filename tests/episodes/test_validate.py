@@ -343,7 +343,19 @@ def test_corrupt_parquet_is_named(tmp_path, ray_session, capsys, damage):
 def test_not_a_directory(tmp_path, ray_session, capsys):
     code, out = _validate(capsys, tmp_path / "nope")
     assert code == 2
+    _assert_flagged(out, "dataset_json", "does not exist")
+    (tmp_path / "file").write_text("x")
+    code, out = _validate(capsys, tmp_path / "file")
+    assert code == 2
     _assert_flagged(out, "dataset_json", "not a directory")
+
+
+def test_a_dataset_of_no_episodes_is_not_valid(tmp_path, ray_session, capsys):
+    """An empty parquet file and counts of 0 agree with each other, but there is nothing to train on."""
+    path = write_raw(tmp_path / "ds", [[]], OBS, ACT)
+    code, out = _validate(capsys, path)
+    assert code == 1, out
+    _assert_flagged(out, "counts", "the dataset holds no episodes (0 rows)")
 
 
 # row identification, JSON form, example limit ----------------------------------------------------------

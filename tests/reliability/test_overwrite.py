@@ -140,16 +140,20 @@ def test_overwrite_with_every_record_quarantined_keeps_the_old_dataset(tmp_path,
     assert read_info(tmp_path / "ds").num_episodes == 20
 
 
-def test_overwrite_with_every_record_quarantined_and_allow_quarantine_replaces(tmp_path, capsys, ray_session):
+def test_overwrite_with_every_record_quarantined_keeps_the_dataset_even_allowed(tmp_path, capsys, ray_session):
+    """--allow-quarantine accepts losing records, not replacing a dataset with one of no episodes."""
     rec = recording(tmp_path / "work", broken=True)
     old_dataset(tmp_path / "ds")
-    inputs = {k: v for k, v in snapshot(tmp_path).items() if k.startswith("work")}
-    assert convert(rec, tmp_path / "ds", "--overwrite", "--allow-quarantine") == 0
-    assert "2 record(s) quarantined (allowed)" in capsys.readouterr().err
-    assert read_info(tmp_path / "ds").num_episodes == 0
-    assert (tmp_path / "ds" / "_quarantine" / "records.jsonl").read_text().count("\n") == 2
-    assert {k: v for k, v in snapshot(tmp_path).items() if k.startswith("work")} == inputs
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "work"]
+    before = snapshot(tmp_path)
+    assert convert(rec, tmp_path / "ds", "--overwrite", "--allow-quarantine") == 2
+    assert "no episodes were converted (2 record(s) quarantined), so the existing dataset at" in (
+        capsys.readouterr().err)
+    assert snapshot(tmp_path) == before
+    # into a new place: written, with the quarantine to read, and exit 2
+    assert convert(rec, tmp_path / "new", "--allow-quarantine") == 2
+    assert read_info(tmp_path / "new").num_episodes == 0
+    assert (tmp_path / "new" / "_quarantine" / "records.jsonl").read_text().count("\n") == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "new", "work"]
 
 
 def test_collect_onto_its_policy_checkpoint(tmp_path, capsys):

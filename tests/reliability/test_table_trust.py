@@ -124,7 +124,7 @@ def test_a_byte_order_mark_is_skipped_and_utf16_is_refused_by_name(ray_session, 
     # "Unicode text" (UTF-16) is not read as garbage: the file is refused, saying what it is
     utf16 = (HEADER + b"".join(_csv_episode("u"))).decode().encode("utf-16")
     code, printed, out = _convert(tmp_path, capsys, {"sheet.csv": utf16}, folder="utf16", out="out16")
-    assert code == 1
+    assert code == 2  # the only file: no episode converted
     (record,) = _quarantine(out).values()
     assert (Path(record["file"]).name, record["level"], record["reason"]) == ("sheet.csv", "file", "bad_encoding")
     assert record["message"].startswith("the file is UTF-16 (it starts with a UTF-16 byte-order mark)")
@@ -256,7 +256,7 @@ def test_a_parquet_decompression_bomb_is_refused_before_it_is_read(ray_session, 
     small = _parquet_bomb(tmp_path / "small" / "zeros.parquet", cell_chars=8)
     code, printed, out = _convert(tmp_path, capsys, {}, "--max-value-bytes", "1MiB", spec=spec, folder="small",
                                   out="small-out")
-    assert code == 1 and small.stat().st_size < 2048
+    assert code == 2 and small.stat().st_size < 2048  # the only file: no episode converted
     (record,) = _quarantine(out).values()
     assert record["message"].startswith("row group 1 of 1 (1,000,000 of the file's 1,000,000 rows; columns episode, "
                                         "t, obs, action, reward) would decode to 32,000,000 bytes; this file of ")

@@ -514,6 +514,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"Minari {info.provenance.get('minari_dataset_id')} ({info.provenance.get('minari_data_format')}) -> "
           f"{args.output}: {info.num_episodes} episodes, {info.num_steps} steps")
     quarantined = info.provenance["quarantine"]
+    if not info.num_episodes:
+        print(f"offlinerl convert minari: error: no episodes were converted ({quarantined['episodes']} "
+              f"quarantined): {args.output} holds no data (offlinerl validate fails it)", file=sys.stderr)
+        return EXIT_USAGE
     if not quarantined["episodes"]:
         return EXIT_OK
     where = Path(args.output) / quarantined["file"]

@@ -147,11 +147,16 @@ def _reasons(counts: dict[str, int]) -> str:
 
 def finish(report: ConversionReport, allow_quarantine: bool) -> int:
     """Print the report; the exit code of a conversion that wrote its dataset (1 if something was
-    quarantined without ``--allow-quarantine``, else 0)."""
+    quarantined without ``--allow-quarantine``, else 0; 2 if no episode was converted)."""
     print(report.text())
+    where = f"{report.output}/{report.quarantine_file}"
+    if not report.episodes:  # nothing to train on, whatever --allow-quarantine says
+        why = f"; {report.quarantined} record(s) quarantined, see {where}" if report.quarantined else ""
+        print(f"no episodes were converted{why}: {report.output} holds no data (offlinerl validate fails it)",
+              file=sys.stderr)
+        return EXIT_USAGE
     if not report.quarantined:
         return EXIT_OK
-    where = f"{report.output}/{report.quarantine_file}"
     if not allow_quarantine:
         print(f"{report.quarantined} record(s) quarantined, see {where}; the dataset was written. "
               "Pass --allow-quarantine to accept this (exit 0).", file=sys.stderr)

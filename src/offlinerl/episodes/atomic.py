@@ -230,8 +230,10 @@ def _read_only(directory: Path) -> bool:
         return False
 
 
-def refuse_quarantine_over_existing(path: str | Path, quarantined: int, allow_quarantine: bool) -> None:
-    """Raise :class:`QuarantineKeptError` when ``quarantined`` records would replace an existing output.
+def refuse_quarantine_over_existing(path: str | Path, quarantined: int, allow_quarantine: bool, *,
+                                    episodes: int | None = None) -> None:
+    """Raise :class:`QuarantineKeptError` when ``quarantined`` records would replace an existing output, or
+    (whatever ``allow_quarantine`` says) a conversion of no ``episodes`` would.
 
     Call it inside :func:`atomic_directory`, before its block ends: the temporary directory is then
     removed and the existing output stays as it was.
@@ -242,6 +244,10 @@ def refuse_quarantine_over_existing(path: str | Path, quarantined: int, allow_qu
             f"{quarantined} record(s) were quarantined, so the existing dataset at {out} was kept. Rerun "
             f"with --allow-quarantine (allow_quarantine=True) to replace it anyway, or write to a new -o."
         )
+    if episodes == 0 and out.exists():
+        raise QuarantineKeptError(
+            f"no episodes were converted ({quarantined} record(s) quarantined), so the existing dataset at {out} "
+            f"was kept")
 
 
 @contextlib.contextmanager

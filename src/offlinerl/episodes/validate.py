@@ -65,7 +65,8 @@ CHECKS = (
     ("observations", "warning", "observations inside the observation space"),
     ("episode_ids", "error", "episode ids unique (per agent and chunk)"),
     ("chunks", "error", "chunks contiguous: chunk_index 0..k, t_start continuous, only the last chunk ends"),
-    ("counts", "error", "episode, step and row counts and module ids in dataset.json equal the data"),
+    ("counts", "error", "at least one episode; episode, step and row counts and module ids in dataset.json "
+                        "equal the data"),
 )
 
 
@@ -272,7 +273,8 @@ def validate_dataset(path: str | Path, max_examples: int = 5, *, local: bool = F
     info_check = report.check("dataset_json")
     if not Path(path).is_dir():
         report.readable = False
-        info_check.fail(1, [Example(str(path), None, None, "not a directory")], limit)
+        info_check.fail(1, [Example(str(path), None, None, "not a directory" if Path(path).exists()
+                                    else "does not exist")], limit)
         return _skip_rest(report, "the path is not a dataset directory")
     try:
         info = read_info(path)
@@ -466,4 +468,6 @@ def _check_counts(check: CheckResult, info: DatasetInfo, rows: list[tuple], limi
         data["module_ids"] = sorted({S.row_module_id(r[9], r[3]) for r in rows})
     wrong = [Example(S_INFO, None, None, f"{k}: dataset.json says {getattr(info, k)}, the data has {v}",
                      getattr(info, k)) for k, v in data.items() if getattr(info, k) != v]
+    if not rows:  # a dataset of no episodes: nothing to train on or evaluate with
+        wrong.append(Example(None, None, None, "the dataset holds no episodes (0 rows)", 0))
     check.fail(len(wrong), wrong, limit)

@@ -298,7 +298,7 @@ def convert_rllib_parquet(
         )
     _tally(ds, report, quarantine)
     with atomic_directory(output, overwrite, kind="dataset", inputs=input_paths) as tmp:
-        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
+        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine, episodes=report.rows)
         _write(ds, tmp, report, quarantine, group, env_id, env_spec, readable)
     return report
 

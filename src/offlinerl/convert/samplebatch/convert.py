@@ -352,7 +352,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         rejected, excluded = _check_episodes(stage, obs_space, act_space, config.max_steps_per_row,
                                              config.unsquash_actions, report)
         _write_quarantine(stage, tmp, files, rejected, report)
-        refuse_quarantine_over_existing(out, report.quarantined, config.allow_quarantine)
+        refuse_quarantine_over_existing(out, report.quarantined, config.allow_quarantine, episodes=report.episodes)
         layout_kwargs = {
             "observation_space": json.dumps(space_to_json(obs_space)),
             "action_space": json.dumps(space_to_json(act_space)),

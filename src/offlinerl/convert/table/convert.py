@@ -154,7 +154,7 @@ def convert_table(
     report.records_read = sum(1 for r in quarantine if r["level"] != "file") + report.steps + (
         0 if spec.next_observation else written)
     with atomic_directory(output, overwrite, kind="dataset", inputs=input_paths) as tmp:
-        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine)
+        refuse_quarantine_over_existing(output, len(quarantine), allow_quarantine, episodes=written)
         _write(episodes, tmp, report, quarantine, group, spec, env_spec, files)
     return report
 
