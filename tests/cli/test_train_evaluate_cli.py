@@ -64,3 +64,16 @@ def test_bad_override_and_existing_output_are_clear_errors(ray_session, tmp_path
 def test_evaluate_refuses_a_non_checkpoint(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path)]) == 1
     assert "not a checkpoint" in capsys.readouterr().err
+
+
+def test_a_dataset_validated_before_is_said_once_and_not_under_quiet(ray_session, tmp_path, pendulum, capsys):
+    """The second job on an unchanged dataset says it was not read again; --quiet drops that info line."""
+    job = _pipeline(tmp_path, pendulum, stop={"iterations": 1})
+    assert main(["train", str(job), "--output", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert main(["train", str(job), "--output", str(tmp_path / "b"), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    assert "unchanged since it passed validation, not read again" in printed.err
+    assert main(["train", str(job), "--output", str(tmp_path / "c"), "--no-progress", "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert "unchanged since it passed validation" not in printed.out + printed.err
+    assert "marwil on" in printed.out  # the job's result stays

@@ -18,6 +18,7 @@ data. What it refuses, it refuses with the same one-line error the job would hav
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Callable
@@ -28,7 +29,17 @@ from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
-__all__ = ["preflight", "check_gpus", "check_device", "check_local_gpus", "stop_note", "planned_updates"]
+__all__ = ["preflight", "check_gpus", "check_device", "check_local_gpus", "stop_note", "planned_updates",
+           "note_cached_validation"]
+
+_LOG = logging.getLogger("offlinerl.jobs")
+
+
+def note_cached_validation(dataset: str | Path, validation: object) -> None:
+    """Say (an info line: not under ``--quiet``) that ``dataset`` passed validation before and was not read again."""
+    if validation is not None and getattr(validation, "cached", False):
+        _LOG.info("%s: unchanged since it passed validation, not read again (offlinerl validate re-checks it)",
+                  dataset)
 
 
 def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *, run_dir: str | Path | None,

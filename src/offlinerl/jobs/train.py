@@ -22,7 +22,7 @@ from offlinerl.core import metrics as M
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import Progress, run_job, write_result
 from offlinerl.jobs.plots import plot_learning_curve, reference_lines
-from offlinerl.jobs.preflight import planned_updates, preflight
+from offlinerl.jobs.preflight import note_cached_validation, planned_updates, preflight
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.selection import format_selection, select_checkpoint
 from offlinerl.jobs.spec import JobSpec, run_config
@@ -106,8 +106,7 @@ def run_train(
         # without Ray, read here; with it, here too for small files (require_valid decides)
         validation = require_schema(spec.dataset) if skip_validation else \
             require_valid(spec.dataset, local=None if use_ray else True)
-    if validation is not None and validation.cached:
-        log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
+    note_cached_validation(spec.dataset, validation)
     run, algo = open_run(
         spec.output, spec.name, run_dir, resume_from,
         config=run_config(spec, config),  # written first: it names the job being built

@@ -32,7 +32,7 @@ from offlinerl.core.seed_stack import Lockstep, check_vectorizable, keeps_runnin
 from offlinerl.episodes.info import DatasetInfoError, read_info
 from offlinerl.episodes.validate import require_schema, require_valid
 from offlinerl.jobs.loop import write_result
-from offlinerl.jobs.preflight import preflight
+from offlinerl.jobs.preflight import note_cached_validation, preflight
 from offlinerl.jobs.run_dir import open_run
 from offlinerl.jobs.spec import JobSpec, run_config
 from offlinerl.jobs.sweep.summary import mean_std
@@ -95,8 +95,7 @@ def run_vectorized(
         raise ValueError(refusal)
     preflight(spec.dataset, config, spec.stop, run_dir=run_dir, resuming=False, log=log, address=address)
     validation = require_schema(spec.dataset) if skip_validation else require_valid(spec.dataset, local=True)
-    if validation is not None and validation.cached:
-        log(f"{spec.dataset}: unchanged since it passed validation, not read again (offlinerl validate re-checks it)")
+    note_cached_validation(spec.dataset, validation)
     seeds = [config.seed + i for i in range(n)]
     configs = [dataclasses.replace(config, seed=s, num_seeds=1) for s in seeds]
     before = torch.get_num_threads()  # building the learners sets num_cpus_per_learner threads
