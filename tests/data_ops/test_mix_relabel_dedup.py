@@ -8,8 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from offlinerl.cli import main
 from offlinerl.data_ops import (DataOpError, MixConfig, RelabelConfig, dedup_dataset, mix_datasets,
                                 relabel_dataset)
+from offlinerl.data_ops.mix import apportion
 from offlinerl.episodes import load_episodes, read_info
 from offlinerl.episodes.validate import validate_dataset
 from tests.data_ops.builders import base, episode, lengths, write
@@ -53,6 +55,38 @@ def test_mix_weights_by_steps(data, tmp_path):
     result = mix_datasets([data["a"], data["b"]], tmp_path / "m", MixConfig(weights=(3, 1), by="steps", total=20))
     src = result.report["sources"]
     assert 13 <= src["a"]["steps"] <= 15 and src["b"]["steps"] in (4, 5)  # b's lengths 2, 3, 4, 2 fill 5 or 4
+
+
+def test_apportion_sums_to_exactly_the_total():
+    assert apportion(5, np.array([0.5, 0.5])).tolist() == [3, 2]            # was round(2.5) + round(2.5) = 4
+    assert apportion(10, np.full(3, 1 / 3)).tolist() == [4, 3, 3]
+    assert apportion(30, np.array([0.1, 0.9])).tolist() == [3, 27]           # 0.1 * 30 = 3.0000000000000004
+    for total in range(1, 40):
+        assert apportion(total, np.array([0.2, 0.3, 0.5])).sum() == total
+
+
+def test_mix_total_is_exact_and_without_weights_shares_equally(data, tmp_path, capsys):
+    result = mix_datasets([data["a"], data["b"]], tmp_path / "m", MixConfig(weights=(1, 1), total=5))
+    assert result.info.num_episodes == 5
+    assert [s["episodes"] for s in result.report["sources"].values()] == [3, 2]
+    # --total without --weights was ignored (every episode, 14); now equal shares of exactly N
+    assert main(["data", "mix", str(data["a"]), str(data["b"]), "--total", "6", "-o", str(tmp_path / "n")]) == 0
+    assert "  a: 3 episodes" in capsys.readouterr().out and read_info(tmp_path / "n").num_episodes == 6
+    steps = mix_datasets([data["a"], data["b"]], tmp_path / "s", MixConfig(by="steps", total=10)).report["sources"]
+    assert 3 <= steps["a"]["steps"] <= 5 and 3 <= steps["b"]["steps"] <= 5    # equal quotas of 5 steps
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"weights": (1, 1), "total": 1}, "--total 1 is fewer episodes than the 2 inputs"),
+    ({"weights": (1, 1), "total": 9}, "'b' has only 4 episodes \\(at most 8 in all\\)"),
+    ({"weights": (100, 1)}, "these weights give 'b' no episode"),
+    ({"weights": (100, 1), "total": 10}, "--total 10 gives 'b' no episode"),
+    ({"by": "steps"}, "--by steps shares out --weights or --total"),
+])
+def test_mix_refuses_totals_it_cannot_meet(data, tmp_path, options, message):
+    with pytest.raises(DataOpError, match=message):
+        mix_datasets([data["a"], data["b"]], tmp_path / "m", MixConfig(**options))
+    assert not (tmp_path / "m").exists()
 
 
 def test_mix_refuses_other_spaces_naming_the_difference(data, tmp_path):

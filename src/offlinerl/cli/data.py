@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from offlinerl.cli.common import add_address_option, overwrite_help
 
@@ -18,7 +20,8 @@ EPILOG = """\
 Every operation reads its input(s) with Ray Data, writes a new dataset atomically (never over an input; an
 existing output only with --overwrite) and records in its dataset.json the content fingerprint and the
 lineage (the parents' fingerprints, the operation and its options). Exit codes: 0 written, 2 refused
-(bad option, unreadable input, an output that may not be written; nothing was written).
+(bad option, unreadable or empty input, an output that may not be written; nothing was written), 130
+interrupted (Ctrl-C; nothing was written), 141 stdout closed early (e.g. `| head`; the outputs were written).
 
 examples:
   offlinerl data filter datasets/cartpole-mixed --top 10% -o data/cartpole-top10
@@ -147,9 +150,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = ops.add_parser("mix", help="mix datasets of the same spaces, with weights and a source column")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="episode dataset directories (two or more)")
-    p.add_argument("--weights", type=_floats, metavar="W1,W2,...", help="one weight per input (default: take all)")
-    p.add_argument("--by", choices=("episodes", "steps"), default="episodes", help="what the weights share out")
-    p.add_argument("--total", type=int, help="episodes (or steps) in the output (default: the most the weights allow)")
+    p.add_argument("--weights", type=_floats, metavar="W1,W2,...",
+                   help="one weight per input (default: take every episode; with --total: equal weights)")
+    p.add_argument("--by", choices=("episodes", "steps"), default="episodes",
+                   help="what --weights/--total share out (default episodes; steps needs --weights or --total)")
+    p.add_argument("--total", type=int, metavar="N",
+                   help="exactly N episodes in the output (by steps: about N steps), shared out by --weights, equal "
+                   "shares without; at least one episode per input, none drawn twice (default: the most the weights "
+                   "allow)")
     p.add_argument("--names", metavar="N1,N2,...", help="source names (default: the directory names)")
     p.add_argument("--source-column", default="source", help="per-step column naming the source (default source)")
     p.add_argument("--no-source-column", action="store_true", help="add no source column")
@@ -189,10 +197,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _count(n: int, word: str) -> str:
+    """``1 episode``, ``2 episodes``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 def _summary(result) -> str:
     info = result.info
-    return (f"wrote {result.path}: {info.num_episodes:,} episodes, {info.num_steps:,} steps, fingerprint "
-            f"{info.fingerprint[:16]}")
+    return (f"wrote {result.path}: {_count(info.num_episodes, 'episode')}, {_count(info.num_steps, 'step')}, "
+            f"fingerprint {info.fingerprint[:16]}")
 
 
 def _run(args: argparse.Namespace) -> list[str]:
@@ -204,14 +217,15 @@ def _run(args: argparse.Namespace) -> list[str]:
                              where=args.where, episodes=_read_ids(args.episodes, "--episodes"),
                              exclude=_read_ids(args.exclude, "--exclude") or ())
         r = D.filter_dataset(args.input, args.output, cfg, overwrite=args.overwrite)
-        return [f"kept {r.report['episodes_out']:,} of {r.report['episodes_in']:,} episodes "
+        return [f"kept {r.report['episodes_out']:,} of {_count(r.report['episodes_in'], 'episode')} "
                 f"(return mean {r.report['return_mean_in']:.4g} -> {r.report['return_mean_out']:.4g})", _summary(r)]
     if args.op == "sample":
         cfg = D.SampleConfig(episodes=args.episodes, fraction=args.fraction, seed=args.seed,
                              match_returns=args.match_returns, bins=args.bins)
         r = D.sample_dataset(args.input, args.output, cfg, overwrite=args.overwrite)
         extra = f"; {r.report['shortfall']} short of the target histogram" if r.report.get("shortfall") else ""
-        return [f"drew {r.report['episodes_out']:,} of {r.report['episodes_in']:,} episodes{extra}", _summary(r)]
+        return [f"drew {r.report['episodes_out']:,} of {_count(r.report['episodes_in'], 'episode')}{extra}",
+                _summary(r)]
     if args.op == "split":
         cfg = D.SplitConfig(holdout=args.holdout, fractions=args.fractions, seed=args.seed)
         return [_summary(r) for r in D.split_dataset(args.input, args.output, cfg, overwrite=args.overwrite).values()]
@@ -220,7 +234,8 @@ def _run(args: argparse.Namespace) -> list[str]:
                           names=tuple(args.names.split(",")) if args.names else None,
                           source_column=None if args.no_source_column else args.source_column, seed=args.seed)
         r = D.mix_datasets(args.inputs, args.output, cfg, overwrite=args.overwrite)
-        lines = [f"  {n}: {s['episodes']:,} episodes, {s['steps']:,} steps" for n, s in r.report["sources"].items()]
+        lines = [f"  {n}: {_count(s['episodes'], 'episode')}, {_count(s['steps'], 'step')}"
+                 for n, s in r.report["sources"].items()]
         if r.report["columns_dropped"]:
             lines.append(f"  columns not in every input, dropped: {', '.join(r.report['columns_dropped'])}")
         return lines + [_summary(r)]
@@ -232,17 +247,19 @@ def _run(args: argparse.Namespace) -> list[str]:
         r = D.dedup_dataset(args.input, args.output, overwrite=args.overwrite)
         rep = r.report
         return [f"removed {rep['duplicate_rows_removed']:,} duplicate row(s) and {rep['duplicate_episodes_removed']:,} "
-                f"duplicate episode(s) ({rep['steps_removed']:,} steps); kept {rep['episodes_out']:,} episodes",
-                _summary(r)]
+                f"duplicate episode(s) ({_count(rep['steps_removed'], 'step')}); kept "
+                f"{_count(rep['episodes_out'], 'episode')}", _summary(r)]
     return _stats(args)
 
 
 def _stats(args: argparse.Namespace) -> list[str]:
-    from offlinerl.data_ops import StatsConfig, dataset_card, format_card
+    from offlinerl.data_ops import DataOpError, StatsConfig, dataset_card, format_card
     from offlinerl.data_ops.report import plot_card
     from offlinerl.episodes.atomic import check_output_file, write_file
 
     targets = [t for t in (args.output, args.png) if t]
+    if len(targets) == 2 and Path(args.output).resolve() == Path(args.png).resolve():
+        raise DataOpError(f"-o {args.output} and --png {args.png} are the same file; give each its own path")
     for target in targets:  # refused before the passes, not after
         check_output_file(target, args.overwrite, inputs=[args.input])
     card = dataset_card(args.input, StatsConfig(by=args.by, bins=args.bins))
@@ -267,6 +284,24 @@ def run(args: argparse.Namespace) -> int:
         text = str(exc).strip().splitlines()
         print(f"{prefix}: {text[0] if text else type(exc).__name__}", file=sys.stderr)
         return 2
-    for line in lines:
-        print(line)
+    except KeyboardInterrupt:  # writers remove their temporary outputs: nothing was written
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return 130
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has gone, as a SIGPIPE would end a C tool (128 + 13)
+        _silence_stdout()
+        return 141
     return 0
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit finds no broken pipe to complain about."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor: nothing will flush to a pipe
+        pass

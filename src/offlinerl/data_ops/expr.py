@@ -21,7 +21,7 @@ import numpy as np
 
 from offlinerl.data_ops.errors import DataOpError
 
-__all__ = ["AGGREGATES", "Expression", "ExpressionError", "parse"]
+__all__ = ["AGGREGATES", "ALLOWED", "Expression", "ExpressionError", "parse"]
 
 #: Longest expression accepted, and most syntax nodes in it.
 MAX_CHARS = 1000
@@ -73,15 +73,34 @@ class Expression:
                                       f"do not go together ({exc})") from None
 
 
-def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what: str = "--where") -> Expression:
+#: What the grammar allows, for the errors.
+ALLOWED = ("numbers, 'strings', True/False, comparisons < <= > >= == !=, and/or/not, + - * /, abs(x), "
+           "mean/sum/min/max/first/last(column) and name[INDEX]")
+#: What users call the syntax the grammar refuses most often.
+_KINDS = {ast.Attribute: "an attribute (x.y)", ast.List: "a list", ast.Tuple: "a tuple", ast.Dict: "a dict",
+          ast.Set: "a set", ast.Lambda: "a lambda", ast.IfExp: "an if-else", ast.NamedExpr: "an assignment (:=)",
+          ast.Starred: "a star (*x)", ast.JoinedStr: "an f-string", ast.ListComp: "a comprehension",
+          ast.GeneratorExp: "a comprehension", ast.SetComp: "a comprehension", ast.DictComp: "a comprehension",
+          ast.Slice: "a slice", ast.Await: "await", ast.Yield: "yield", ast.YieldFrom: "yield"}
+_OPERATORS = {ast.Pow: "**", ast.Mod: "%", ast.FloorDiv: "//", ast.MatMult: "@", ast.BitAnd: "&", ast.BitOr: "|",
+              ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>", ast.Invert: "~", ast.UAdd: "unary +",
+              ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+
+
+def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what: str = "--where",
+          predicate: bool = False, booleans: Sequence[str] = ()) -> Expression:
     """Check ``text`` against the grammar; ``names`` may appear bare, ``columns`` inside aggregates.
-    Raises :class:`ExpressionError` (one line starting with ``what``)."""
+    ``predicate``: the value must be a truth value (a comparison, ``and``/``or``/``not`` of truth values, True/False
+    or one of the names in ``booleans``), not a number that Python would take as true when non-zero.
+    Raises :class:`ExpressionError` (one line starting with ``what``, quoting the text)."""
     if len(text) > MAX_CHARS:
         raise ExpressionError(f"{what}: longer than {MAX_CHARS} characters")
+    source = _keywords_as_names(text.strip(), names)
     try:
-        tree = ast.parse(_keywords_as_names(text.strip(), names), mode="eval")
+        tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        raise ExpressionError(f"{what}: not an expression ({exc.msg} at column {exc.offset}): {text!r}") from None
+        raise ExpressionError(f"{what}: {text!r} is not a complete expression ({exc.msg}); write e.g. "
+                              f"{_example(what)!r}") from None
     nodes = list(ast.walk(tree))
     if len(nodes) > MAX_NODES:
         raise ExpressionError(f"{what}: more than {MAX_NODES} parts; write a shorter expression")
@@ -90,14 +109,26 @@ def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what:
     known = ", ".join(sorted(names))
 
     def bad(node: ast.AST, why: str) -> ExpressionError:
-        return ExpressionError(f"{what}: {why} (at column {getattr(node, 'col_offset', 0) + 1} of {text!r})")
+        part = (ast.get_source_segment(source, node) or "").replace(_KEYWORD, "")
+        where = f"{part!r} in {text!r}" if part and part != text.strip() else repr(text)
+        return ExpressionError(f"{what}: {why}: {where}")
+
+    def refused(node: ast.AST) -> ExpressionError:
+        op = getattr(node, "op", None)
+        ops = getattr(node, "ops", [])
+        symbol = _OPERATORS.get(type(op)) or next((_OPERATORS[type(o)] for o in ops if type(o) in _OPERATORS), None)
+        kind = f"the operator {symbol}" if symbol else _KINDS.get(type(node), "this kind of expression")
+        return bad(node, f"{kind} is not allowed (allowed: {ALLOWED})")
 
     def check(node: ast.AST) -> None:
         if isinstance(node, ast.Constant):
             if not isinstance(node.value, (int, float, str, bool)):
-                raise bad(node, f"constant {node.value!r} is not allowed")
+                raise bad(node, f"the constant {node.value!r} is not allowed (allowed: numbers, 'strings', True/False)")
         elif isinstance(node, ast.Name):
             node.id = node.id[len(_KEYWORD):] if node.id.startswith(_KEYWORD) else node.id
+            if node.id in columns and node.id not in names:
+                raise bad(node, f"{node.id!r} is a per-step column: use it inside an aggregate, e.g. "
+                                f"mean({node.id}) or last({node.id})")
             if node.id not in names:
                 raise bad(node, f"unknown name {node.id!r} (known: {known})")
             used.add(node.id)
@@ -130,17 +161,38 @@ def parse(text: str, *, names: Sequence[str], columns: Sequence[str] = (), what:
                 raise bad(node, f"unknown column {col!r} (per-step columns: {', '.join(columns) or 'none'})")
             aggs.add((fn, col))
         else:
-            raise bad(node, f"{type(node).__name__} is not allowed")
+            raise refused(node)
 
     check(tree.body)
+    if predicate:
+        _check_truth(tree.body, frozenset(booleans), bad)
     return Expression(text=text, tree=tree, names=frozenset(used), aggregates=frozenset(aggs), what=what)
 
 
 _KEYWORD = "__kw_"
 
 
+def _example(what: str) -> str:
+    return "next_obs[0] > 0.45" if what == "--terminal-when" else "return > 100 and length < 200"
+
+
+def _check_truth(node: ast.AST, booleans: frozenset[str], bad: Callable[[ast.AST, str], ExpressionError]) -> None:
+    """Refuse a predicate whose value is not a truth value (``return``, ``length + 1``, ``rewards``...)."""
+    if isinstance(node, ast.BoolOp):
+        for value in node.values:
+            _check_truth(value, booleans, bad)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        _check_truth(node.operand, booleans, bad)
+    elif not (isinstance(node, ast.Compare) or (isinstance(node, ast.Constant) and isinstance(node.value, bool))
+              or (isinstance(node, ast.Name) and node.id in booleans)):
+        flags = f" or one of {', '.join(sorted(booleans))}" if booleans else ""
+        raise bad(node, f"a predicate needs a comparison (e.g. > 0){flags}, joined by and/or/not; this is not "
+                        "true or false")
+
+
 def _keywords_as_names(text: str, names: Sequence[str]) -> str:
-    """``text`` with the Python keywords among ``names`` (``return``) spelt so :func:`ast.parse` reads them as names."""
+    """``text`` with the Python keywords among ``names`` (``return``) spelt so :func:`ast.parse` reads them as names;
+    nothing else changes (so the parts of the tree quote the text as the user wrote it)."""
     words = {n for n in names if keyword.iskeyword(n)}
     if not words:
         return text
@@ -148,9 +200,12 @@ def _keywords_as_names(text: str, names: Sequence[str]) -> str:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):
         return text  # ast.parse names the problem
-    out = [(t.type, _KEYWORD + t.string if t.type == tokenize.NAME and t.string in words else t.string)
-           for t in tokens]
-    return tokenize.untokenize(out).strip()
+    lines = text.splitlines(keepends=True)
+    for t in reversed(tokens):  # from the end: earlier positions stay valid
+        if t.type == tokenize.NAME and t.string in words:
+            row, col = t.start[0] - 1, t.start[1]
+            lines[row] = lines[row][:col] + _KEYWORD + lines[row][col:]
+    return "".join(lines)
 
 
 def _eval(node: ast.AST, values: Mapping[str, Any]) -> Any:

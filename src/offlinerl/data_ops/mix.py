@@ -7,9 +7,12 @@ step came from; rows that have one already keep theirs, so a mix of mixes names 
 episode id occurs in more than one input, every id is prefixed with its input's name (``expert/ep-7``).
 
 Weights: with ``weights`` the output holds each input's share of the episodes (or steps) as large as the
-inputs allow without drawing an episode twice (``total`` asks for less); the episodes are drawn by a seeded
-permutation (by steps: every episode, in that order, that still fits the input's quota of steps, so a share is
-met to within one episode's length). Without, every episode of every input.
+inputs allow without drawing an episode twice (``total`` asks for exactly that many instead; ``total`` without
+``weights``: equal weights). The quotas are whole numbers that sum to exactly the total (largest remainders,
+:func:`apportion`); by episodes, every input must get at least one episode, else the mix is refused. The
+episodes are drawn by a seeded permutation, without replacement (by steps: every episode, in that order, that
+still fits the input's quota of steps, at least one, so a share is met to within one episode's length).
+Without ``weights`` and ``total``, every episode of every input.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from offlinerl.data_ops.errors import DataOpError
-from offlinerl.data_ops.summary import summarise
+from offlinerl.data_ops.select import check_seed
+from offlinerl.data_ops.summary import check_input, summarise
 from offlinerl.data_ops.write import OpResult, check_out, write_output
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.agent_spaces import agent_spaces_json
-from offlinerl.episodes.info import read_info
 from offlinerl.episodes.spaces import space_to_json
 
-__all__ = ["MixConfig", "mix_datasets", "space_difference"]
+__all__ = ["MixConfig", "apportion", "mix_datasets", "space_difference"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,11 +41,13 @@ class MixConfig:
     """How ``mix`` combines its inputs."""
 
     weights: tuple[float, ...] | None = None
-    """One positive weight per input (normalised); None: every episode of every input."""
+    """One positive weight per input (normalised); None: every episode of every input, or equal weights when
+    ``total`` is given."""
     by: Literal["episodes", "steps"] = "episodes"
-    """What the weights share out."""
+    """What the weights share out (``steps`` needs ``weights`` or ``total``)."""
     total: int | None = None
-    """Episodes (or steps) in the output; default: the most the weights allow."""
+    """Exactly this many episodes (by steps: about this many steps) in the output; default: the most the weights
+    allow."""
     names: tuple[str, ...] | None = None
     """One name per input for the source column and id prefixes; default: the directories' names."""
     source_column: str | None = "source"
@@ -57,6 +62,10 @@ class MixConfig:
             raise DataOpError(f"mix: --weights must be positive numbers, got {list(self.weights)}")
         if self.total is not None and self.total < 1:
             raise DataOpError(f"mix: --total must be >= 1, got {self.total}")
+        if self.by == "steps" and self.weights is None and self.total is None:
+            raise DataOpError("mix: --by steps shares out --weights or --total; give one (without either, every "
+                              "episode of every input is taken)")
+        check_seed(self.seed, "mix")
         if self.source_column is not None and (self.source_column in S.REQUIRED_COLUMNS or not self.source_column):
             raise DataOpError(f"mix: --source-column {self.source_column!r} is a column every row has")
 
@@ -112,16 +121,39 @@ class MixRows:
         return table
 
 
-def _quotas(available: np.ndarray, weights: np.ndarray, total: int | None, names: Sequence[str], by: str):
+def apportion(total: int, share: np.ndarray) -> np.ndarray:
+    """``total`` split in proportion to ``share`` (summing to 1) into whole numbers summing to exactly ``total``
+    (Hamilton's method): each gets the floor of its exact quota, and the units left go one each to the largest
+    remainders (ties: the earlier input). No count exceeds its exact quota rounded up."""
+    exact = np.round(share * total, 9)  # 0.1 * 30 is 3.0000000000000004: not a remainder
+    counts = np.floor(exact).astype(np.int64)
+    left = int(total - counts.sum())
+    counts[np.argsort(-(exact - counts), kind="stable")[:left]] += 1
+    return counts
+
+
+def _quotas(available: np.ndarray, weights: np.ndarray, total: int | None, names: Sequence[str],
+            by: str) -> np.ndarray:
+    """Each input's whole number of episodes (or steps): ``total`` or the most the weights allow, apportioned."""
     share = weights / weights.sum()
-    feasible = float(np.min(available / share))
-    if total is not None:
-        if total > feasible + 1e-9:
-            limit = names[int(np.argmin(available / share))]
-            raise DataOpError(f"mix: --total {total} {by} cannot be drawn with these weights: {limit!r} has only "
-                              f"{int(available[int(np.argmin(available / share))])} {by}")
-        feasible = float(total)
-    return share * feasible
+    limit = int(np.argmin(available / share))
+    feasible = int(np.floor(available[limit] / share[limit] + 1e-9))
+    if total is not None and total > feasible:
+        raise DataOpError(f"mix: --total {total} {by} cannot be drawn with these weights without drawing an episode "
+                          f"twice: {names[limit]!r} has only {int(available[limit])} {by} (at most {feasible} in all)")
+    count = feasible if total is None else total
+    if by == "episodes" and count < len(names):
+        raise DataOpError(f"mix: --total {count} is fewer episodes than the {len(names)} inputs (each gives at least "
+                          f"one); ask for at least {len(names)}")
+    quotas = apportion(count, share)
+    if by == "episodes" and (quotas == 0).any():
+        i = int(np.argmin(quotas))
+        if total is not None:
+            raise DataOpError(f"mix: --total {count} gives {names[i]!r} no episode (its share by the weights is "
+                              f"{share[i] * count:.3g}); give it more weight or a larger --total")
+        raise DataOpError(f"mix: these weights give {names[i]!r} no episode (its share of the {count} episodes the "
+                          f"inputs allow is {share[i] * count:.3g}); give it more weight")
+    return quotas
 
 
 def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig, *,
@@ -136,7 +168,7 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
     if config.weights is not None and len(config.weights) != len(paths):
         raise DataOpError(f"mix: --weights needs {len(paths)} numbers (one per input), got {len(config.weights)}")
     check_out(out, overwrite, paths)
-    infos = [read_info(p) for p in paths]
+    infos = [check_input(p) for p in paths]  # every input, before any pass
     for p, info in zip(paths[1:], infos[1:]):
         if agent_spaces_json(infos[0].agent_spaces) != agent_spaces_json(info.agent_spaces):
             raise DataOpError(f"mix: {paths[0]} and {p} have different agent spaces "
@@ -163,19 +195,20 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
     prefix = len(np.unique(all_ids.astype(str))) < len(all_ids)
     rng = np.random.default_rng(config.seed)
     chosen = []
-    if config.weights is None:
+    if config.weights is None and config.total is None:
         chosen = [np.ones(len(t), dtype=bool) for t in tables]
     else:
+        weights = np.ones(len(paths)) if config.weights is None else np.asarray(config.weights, dtype=np.float64)
         available = np.array([len(t) if config.by == "episodes" else t.num_steps for t in tables], dtype=np.float64)
-        quotas = _quotas(available, np.asarray(config.weights, dtype=np.float64), config.total, names, config.by)
+        quotas = _quotas(available, weights, config.total, names, config.by)
         for t, quota in zip(tables, quotas):
             order = rng.permutation(len(t))
             if config.by == "episodes":
-                take = order[: max(1, int(round(quota)))]
+                take = order[:quota]
             else:  # in the drawn order, every episode that still fits the quota (at least one)
                 take, used = [], 0
                 for i in order:
-                    if used + t.lengths[i] <= quota + 1e-9 or not take:
+                    if used + t.lengths[i] <= quota or not take:
                         take.append(i)
                         used += int(t.lengths[i])
             mask = np.zeros(len(t), dtype=bool)

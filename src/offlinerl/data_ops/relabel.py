@@ -28,11 +28,10 @@ import pyarrow as pa
 
 from offlinerl.data_ops.errors import DataOpError
 from offlinerl.data_ops.expr import Expression, parse
-from offlinerl.data_ops.summary import summarise
+from offlinerl.data_ops.summary import check_input, summarise
 from offlinerl.data_ops.write import OpResult, check_out, write_output
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import batch_slice, from_arrow
-from offlinerl.episodes.info import read_info
 from offlinerl.episodes.spaces import flat_size
 
 __all__ = ["RelabelConfig", "relabel_dataset", "resolve_function", "STEP_NAMES"]
@@ -62,10 +61,11 @@ class RelabelConfig:
         for name, value in (("--scale", self.scale), ("--shift", self.shift)):
             if not np.isfinite(value):
                 raise DataOpError(f"relabel: {name} must be a finite number, got {value}")
-        if self.clip is not None and not (len(self.clip) == 2 and self.clip[0] <= self.clip[1]):
-            raise DataOpError(f"relabel: --clip needs LO,HI with LO <= HI, got {self.clip}")
-        if self.return_range is not None and not self.return_range > 0:
-            raise DataOpError(f"relabel: --return-range must be positive, got {self.return_range}")
+        if self.clip is not None and not (len(self.clip) == 2 and np.isfinite(self.clip).all()
+                                          and self.clip[0] <= self.clip[1]):
+            raise DataOpError(f"relabel: --clip needs finite LO,HI with LO <= HI, got {self.clip}")
+        if self.return_range is not None and not (self.return_range > 0 and np.isfinite(self.return_range)):
+            raise DataOpError(f"relabel: --return-range must be a positive finite number, got {self.return_range}")
         if self.return_range is not None and self.reward_fn is not None:
             raise DataOpError("relabel: --return-range scales the input's returns; it cannot follow --reward-fn")
         if (self.scale, self.shift, self.clip, self.return_range, self.reward_fn, self.terminal_when) == (
@@ -219,14 +219,14 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
     Python), else the one ``config.reward_fn`` names is imported."""
     path = Path(path)
     check_out(out, overwrite, [path])
-    info = read_info(path)
+    info = check_input(path)
     fn = reward_fn if reward_fn is not None else (resolve_function(config.reward_fn) if config.reward_fn else None)
     terminal = None
     if config.terminal_when is not None:
         if not all(isinstance(s, (gym.spaces.Box, gym.spaces.Discrete))
                    for s in (info.observation_space, info.action_space)):
             raise DataOpError("relabel: --terminal-when needs Box or Discrete observation and action spaces")
-        terminal = parse(config.terminal_when, names=STEP_NAMES, what="--terminal-when")
+        terminal = parse(config.terminal_when, names=STEP_NAMES, what="--terminal-when", predicate=True)
         for agent, (obs_space, act_space) in (info.agent_spaces or {None: (info.observation_space,
                                                                            info.action_space)}).items():
             obs_width, act_width = flat_size(obs_space), flat_size(act_space)

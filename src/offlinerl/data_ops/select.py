@@ -16,12 +16,11 @@ import numpy as np
 from offlinerl.data.holdout import holdout_episode_ids
 from offlinerl.data_ops.errors import DataOpError
 from offlinerl.data_ops.expr import parse
-from offlinerl.data_ops.summary import EpisodeTable, step_columns, summarise
+from offlinerl.data_ops.summary import EpisodeTable, check_input, step_columns, summarise
 from offlinerl.data_ops.write import KeepRows, OpResult, check_out, write_output
-from offlinerl.episodes.info import read_info
 
 __all__ = ["FilterConfig", "SampleConfig", "SplitConfig", "filter_dataset", "sample_dataset", "split_dataset",
-           "rank_count", "split_parts", "WHERE_NAMES"]
+           "check_seed", "rank_count", "split_parts", "WHERE_NAMES"]
 
 #: Names an episode predicate (``--where``) may use bare.
 WHERE_NAMES = ("return", "length", "terminated", "truncated", "episode_id")
@@ -43,6 +42,12 @@ def rank_count(text: str | int, total: int, what: str) -> int:
     except ValueError:
         raise DataOpError(f"{what}: expected a count (e.g. 50) or a share (e.g. 10%) of the episodes, "
                           f"got {text!r}") from None
+
+
+def check_seed(seed: int, op: str) -> None:
+    """Refuse a seed numpy's generators refuse (a negative one), naming the option."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise DataOpError(f"{op}: --seed must be a non-negative integer, got {seed!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,9 @@ class FilterConfig:
     ``"last(rewards)"`` (how the episode ended); ties: the smaller episode id first."""
 
     def __post_init__(self) -> None:
+        for name, value in (("--min-return", self.min_return), ("--max-return", self.max_return)):
+            if value is not None and not math.isfinite(value):
+                raise DataOpError(f"filter: {name} must be a finite number, got {value}")
         if self.top is not None and self.bottom is not None:
             raise DataOpError("filter: give --top or --bottom, not both")
         if not self.rank_by.strip():
@@ -137,10 +145,11 @@ def filter_dataset(path: str | Path, out: str | Path, config: FilterConfig, *, o
     """Write the episodes of ``path`` that ``config`` keeps to ``out``."""
     path = Path(path)
     check_out(out, overwrite, [path])
-    info = read_info(path)
+    info = check_input(path)
     where = None
     if config.where is not None:
-        where = parse(config.where, names=WHERE_NAMES, columns=step_columns(info))
+        where = parse(config.where, names=WHERE_NAMES, columns=step_columns(info), predicate=True,
+                      booleans=("terminated", "truncated"))
     rank = parse(config.rank_by, names=WHERE_NAMES, columns=step_columns(info), what="--rank-by")
     used = (where.aggregates if where else frozenset()) | rank.aggregates
     summary = summarise(path, columns=sorted({c for _, c in used}), desc="filter")
@@ -189,6 +198,7 @@ class SampleConfig:
             raise DataOpError(f"sample: --fraction must be in (0, 1], got {self.fraction}")
         if not 1 <= self.bins <= 10_000:
             raise DataOpError(f"sample: --bins must be in 1..10000, got {self.bins}")
+        check_seed(self.seed, "sample")
 
 
 def _matched(returns: np.ndarray, target: np.ndarray, count: int, bins: int, rng: np.random.Generator):
@@ -216,6 +226,8 @@ def sample_dataset(path: str | Path, out: str | Path, config: SampleConfig, *, o
     path = Path(path)
     inputs = [path] + ([Path(config.match_returns)] if config.match_returns else [])
     check_out(out, overwrite, inputs)
+    for p in inputs:  # both, before either pass
+        check_input(p)
     summary = summarise(path, desc="sample")
     episodes = summary.episodes()
     n = len(episodes)
@@ -257,6 +269,7 @@ class SplitConfig:
             raise DataOpError("split: give exactly one of --holdout F and --fractions NAME=F,...")
         if self.holdout is not None and not 0 < self.holdout < 1:
             raise DataOpError(f"split: --holdout must be in (0, 1), got {self.holdout}")
+        check_seed(self.seed, "split")
         names = [n for n, _ in self.fractions]
         if len(set(names)) != len(names) or any(not n or "/" in n or n.startswith(".") for n in names):
             raise DataOpError(f"split: --fractions needs distinct plain names, got {names}")

@@ -24,10 +24,9 @@ import gymnasium as gym
 import numpy as np
 
 from offlinerl.data_ops.errors import DataOpError
-from offlinerl.data_ops.summary import step_columns, summarise
+from offlinerl.data_ops.summary import check_input, step_columns, summarise
 from offlinerl.episodes import schema as S
 from offlinerl.episodes.arrow import from_arrow
-from offlinerl.episodes.info import read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import iter_unit_batches, plan_units, run_units
 from offlinerl.episodes.stats import StatsError, dataset_stats
@@ -166,7 +165,7 @@ def _sources(episodes, column: str | None) -> dict[str, dict[str, Any]]:
 def dataset_card(path: str | Path, config: StatsConfig = StatsConfig()) -> dict[str, Any]:
     """The statistics of the dataset at ``path`` as a JSON-ready dict (see the module docstring)."""
     path = Path(path)
-    info = read_info(path)
+    info = check_input(path)  # before any pass: no files, no rows or a file of other columns is one line
     column = _by_column(info, config)
     try:
         base = dataset_stats(path)

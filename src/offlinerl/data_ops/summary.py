@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from offlinerl.data_ops.errors import DataOpError
 from offlinerl.episodes import schema as S
@@ -28,8 +29,9 @@ from offlinerl.episodes.info import DatasetInfo, read_info
 from offlinerl.episodes.io import parquet_files
 from offlinerl.episodes.scan import iter_unit_batches, plan_units, run_units
 from offlinerl.episodes.spaces import space_to_json
+from offlinerl.episodes.validate import SchemaMismatchError, require_schema
 
-__all__ = ["EpisodeTable", "Summary", "summarise", "step_columns"]
+__all__ = ["EpisodeTable", "Summary", "check_input", "summarise", "step_columns"]
 
 logger = logging.getLogger("offlinerl.data_ops")
 _MOD = 1 << 256
@@ -38,6 +40,26 @@ _MOD = 1 << 256
 def step_columns(info: DatasetInfo) -> list[str]:
     """Per-step columns an aggregate may read: ``rewards`` and the extra columns of one value per step."""
     return [S.REWARDS] + sorted(k for k, v in info.extra_columns.items() if not v.get("shape"))
+
+
+def check_input(path: str | Path) -> DatasetInfo:
+    """``path``'s ``dataset.json``, once the parquet footers (no rows are read, Ray is not started) show that the
+    dataset has parquet files, that every file has the columns and types ``dataset.json`` declares, and that they
+    hold rows. Raises :class:`DataOpError` naming the dataset or the file, before any operation starts."""
+    path = Path(path)
+    info = read_info(path)
+    files = parquet_files(path)
+    if not files:
+        raise DataOpError(f"{path}: has no parquet files (only its dataset.json): no episodes to read")
+    try:
+        require_schema(path)
+    except SchemaMismatchError as exc:  # its advice is for `train --skip-validation`; ours is to validate
+        problem, columns, _ = str(exc).partition("; --skip-validation")
+        declared = f": not what {path / 'dataset.json'} declares" if columns else ""
+        raise DataOpError(f"{problem}{declared}; run `offlinerl validate {path}`") from None
+    if sum(pq.read_metadata(f).num_rows for f in files) == 0:
+        raise DataOpError(f"{path}: its parquet files hold no episodes")
+    return info
 
 
 def _row_aggregates(col: pa.Array) -> dict[str, list]:
@@ -175,7 +197,7 @@ def summarise(path: str | Path, *, columns: Sequence[str] = (), content: bool = 
     """The :class:`Summary` of the dataset at ``path`` (Ray is started if needed). Raises
     :class:`~offlinerl.data_ops.errors.DataOpError` for a file that cannot be read or a column it lacks."""
     path = Path(path)
-    info = read_info(path)
+    info = check_input(path)
     known = step_columns(info)
     for c in columns:
         if c not in known:
