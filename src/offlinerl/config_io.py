@@ -131,6 +131,18 @@ def plain_yaml(text: str) -> Any:
     return _bounded(lambda t: yaml.load(t, Loader=_PlainLoader), text)  # noqa: S506 - a SafeLoader subclass
 
 
+def yaml_error_line(exc: yaml.MarkedYAMLError) -> str:
+    """A YAML syntax error in one line: ``line 5, column 8: not valid YAML: <problem> (<context> at line 4, column
+    7)`` (PyYAML's own message spans several lines and names the text ``"<unicode string>"``)."""
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = (exc.problem or exc.context or "not YAML").strip()
+    context = ""
+    if exc.context and exc.problem and exc.context_mark is not None:
+        context = f" ({exc.context.strip()} at line {exc.context_mark.line + 1}, column {exc.context_mark.column + 1})"
+    return f"{where}not valid YAML: {problem}{context}"
+
+
 def load_file(path: str | Path, kind: str = "config and job files") -> dict[str, Any]:
     """The mapping in ``path`` (JSON for ``.json``, else YAML), with one :class:`ConfigError` naming the file for
     any problem; ``kind`` names such files in messages (e.g. ``"specs"``). Refuses files over
@@ -157,6 +169,8 @@ def load_file(path: str | Path, kind: str = "config and job files") -> dict[str,
         where = f"line {exc.line}: " if exc.line else ""
         raise ConfigError(f"{path}: {where}YAML anchors and aliases are not supported in {kind} "
                           f"(found {exc}); write the repeated values out in full") from None
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_error_line(exc)}") from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: does not parse: {exc}") from None
     if not isinstance(data, dict):

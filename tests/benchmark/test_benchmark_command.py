@@ -3,12 +3,15 @@ scores computed from the runs' own results, resumable; bad requests are refused 
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
+from offlinerl.benchmark import SIZES
 from offlinerl.benchmark.suites import SUITES, get_suite, published_family, published_scores
 from offlinerl.cli import main
 from offlinerl.scoring import iqm, normalized_score
@@ -30,8 +33,8 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
     """One run of two pairs: BC's seeds as one vectorised job, MARWIL's (its running advantage norm cannot be
     stacked) as separate trials; a --set reaches every run; scores are the runs' own; resuming changes nothing."""
     out = tmp_path / "bench"
-    code = main(["benchmark", "classic", "--algorithms", "bc,marwil", "--seeds", "0-1", "--vectorize",
-                 "--datasets", "pendulum", "--updates", "40", "--eval-episodes", "2", "--set", "config.lr=5e-4",
+    code = main(["benchmark", "classic", "--algorithms", "bc,marwil,bc", "--seeds", "0-1", "--vectorize",
+                 "--datasets", "pendulum,pendulum", "--updates", "40", "--eval-episodes", "2", "--set", "config.lr=5e-4",
                  "-o", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -39,6 +42,10 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
     assert "40 updates, `--set config.lr=5e-4`, seeds 0, 1" in captured.out  # the table says what was changed
     assert "pendulum × bc: 2 seed(s) with pendulum-bc.yaml (config.lr=5e-4) as one vectorised job" in captured.out
     assert "pendulum × marwil: seeds run as separate trials (" in captured.out
+    assert captured.out.count("pendulum × bc: 2 seed(s)") == 1 and "resuming" not in captured.out  # named twice: once
+    assert "| dataset | bc | marwil |" in captured.out and captured.out.count("| pendulum |") == 1
+    # the wall time reported includes making the datasets (none here: pendulum is shipped), and says so
+    assert "s of wall time, 0 s of it making the datasets" in captured.out
     scores = json.loads((out / "scores.json").read_text())
     bc, marwil = scores["cells"]["pendulum/bc"], scores["cells"]["pendulum/marwil"]
     assert [r["trial"] for r in bc["runs"]] == ["000/seed-0", "000/seed-1"]
@@ -66,6 +73,9 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
     assert bc["train_time_s"] == pytest.approx(max(times))
     spec = json.loads((out / "benchmark.json").read_text())["spec"]
     assert spec["vectorize"] is True and spec["overrides"] == ["config.lr=5e-4"]
+    assert spec["algorithms"] == ["bc", "marwil"] and spec["datasets"] == ["pendulum"]
+    assert scores["wall_time_s"] >= scores["data_time_s"] >= 0
+    assert bc["final_std"] is not None and " ± " in captured.out.split("| pendulum |")[1].splitlines()[0]
     assert (out / "curves.png").stat().st_size > 0 and (out / "scores.csv").is_file()
     # resuming a finished benchmark runs nothing and writes the same table
     before = (out / "scores.md").read_text().split("\n\n")[1]
@@ -84,14 +94,99 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
                            (["classic", "--set", "config.seed=3"], "the benchmark sets config.seed of every run"),
                            (["classic", "--set", "lr"], "--set expects KEY=VALUE"),
                            (["--resume", str(tmp_path / "b"), "--set", "config.lr=1"], "keeps its settings"),
+                           (["classic", "--size", "tiny"], "--size: the classic suite's datasets are shipped in this "
+                                                           "checkout, none is generated; drop --size"),
+                           (["classic", "--data-dir", str(tmp_path / "d")], "--data-dir: the classic suite's datasets "
+                                                                           "are shipped"),
+                           (["classic", "--max-concurrent", "0"], "--max-concurrent must be >= 1, got 0"),
+                           (["maze2d", "--seeds", "0-1000000"], "--seeds '0-1000000': 1,000,001 seeds, one run each "
+                                                                "per grid point or pair; give at most 1,000"),
                            ([], "give a SUITE")]:
         assert main(["benchmark", *argv, "-o", str(tmp_path / "b")]) == 2, argv
-        assert expected in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert expected in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "b").exists() and not (tmp_path / "d").exists()
+    # a resumed benchmark keeps what benchmark.json says: any option that would describe another run is refused
+    assert main(["benchmark", "--resume", str(tmp_path / "b"), "--size", "tiny", "--seeds", "1"]) == 2
+    assert "a resumed benchmark keeps its settings; drop --seeds/--size" in capsys.readouterr().err
+    # --size is checked when the command line is read: only the generators' sizes, for any suite
+    with pytest.raises(SystemExit) as exc:
+        main(["benchmark", "maze2d", "--size", "huge", "-o", str(tmp_path / "b")])
+    assert exc.value.code == 2
+    assert "argument --size: invalid choice: 'huge' (choose from 'tiny', 'small', 'full')" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     assert main(["benchmark", "classic", "-o", str(tmp_path / "full")]) == 1
     assert "exists and is not empty" in capsys.readouterr().err
+
+
+def test_the_ci_sized_example_in_the_docs_sets_a_short_budget():
+    """docs/benchmark.md's CI-sized example used to run the recipes' 100k-update budgets; it runs in ~45 s now."""
+    from offlinerl.benchmark.suites import REPO
+
+    text = (REPO / "docs" / "benchmark.md").read_text().replace("\\\n", " ")
+    examples = [line for line in text.splitlines() if line.startswith("offlinerl benchmark") and "CI-sized" in line]
+    assert examples
+    for line in examples:
+        assert "--size tiny" in line and "--algorithms bc" in line and "--updates 500" in line and \
+            "--eval-episodes 2" in line, line
+
+
+def test_the_sizes_offered_are_the_generators_sizes():
+    for suite in SUITES.values():
+        for d in suite.datasets:
+            assert d.shipped is not None or set(d.steps) == set(SIZES), (suite.name, d.name, d.steps)
+
+
+def _fake_benchmark(root: Path, seeds: list[int], finished: dict[str, list[float]]) -> None:
+    """A benchmark directory of the classic suite on pendulum whose sweeps hold ``finished``: algorithm -> the final
+    returns of its first seeds (the others did not finish)."""
+    from offlinerl.benchmark.run import BENCHMARK_FILE, BenchmarkSpec, _sweep
+    from offlinerl.benchmark.suites import REPO
+
+    spec = BenchmarkSpec(suite="classic", algorithms=list(finished), seeds=seeds, datasets=["pendulum"])
+    dataset = get_suite("classic").dataset("pendulum")
+    root.mkdir()
+    (root / BENCHMARK_FILE).write_text(json.dumps({"spec": dataclasses.asdict(spec),
+                                                   "datasets": {"pendulum": str(REPO / dataset.shipped)}}))
+    for algorithm, returns in finished.items():
+        sweep = _sweep(dataset.recipe(algorithm), [], seeds, False)
+        (root / "sweeps" / f"pendulum-{algorithm}").mkdir(parents=True)
+        (root / "sweeps" / f"pendulum-{algorithm}" / "sweep.json").write_text(sweep.to_json())
+        for trial, ret in zip(sweep.trials, returns):
+            run = root / "sweeps" / f"pendulum-{algorithm}" / "trials" / trial.name
+            run.mkdir(parents=True)
+            (run / "metrics.jsonl").write_text(json.dumps({"learner/updates": 40, "eval/return_mean": ret}) + "\n")
+            (run / "result.json").write_text(json.dumps({"final_eval_return": ret, "best_eval_return": ret,
+                                                         "updates": 40, "train_time_s": 1.0}))
+
+
+def test_one_seed_gives_a_score_without_a_spread_or_an_interval(tmp_path):
+    """One finished seed has no standard deviation (not 0) and resamples to no interval: the table shows the score
+    alone and the IQM with [n/a]; two seeds keep their ± std and interval."""
+    from offlinerl.benchmark.run import summarize_benchmark
+
+    _fake_benchmark(tmp_path / "two", [0, 1], {"bc": [-800.0, -400.0], "iql": [-600.0]})  # iql: seed 1 unfinished
+    summary = summarize_benchmark(tmp_path / "two", wall_time_s=30.0, data_time_s=12.0)
+    bc, iql = summary["cells"]["pendulum/bc"], summary["cells"]["pendulum/iql"]
+    assert bc["final_std"] > 0 and iql["final_std"] is None
+    assert summary["algorithms"]["bc"]["iqm_ci"] is not None and summary["algorithms"]["iql"]["iqm_ci"] is None
+    table = (tmp_path / "two" / "scores.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| pendulum |")).split(" | ")
+    assert "±" in row[1] and "±" not in row[2], row
+    iqm_row = next(line for line in table.splitlines() if line.startswith("| **IQM")).split(" | ")
+    assert iqm_row[1].count(",") == 1 and iqm_row[2].endswith(" [n/a] |"), iqm_row
+    assert "mean ± std over seeds" in table
+    assert "this invocation took 30 s of wall time, 12 s of it making the datasets." in table
+    with (tmp_path / "two" / "scores.csv").open() as f:
+        rows = {r["algorithm"]: r for r in csv.DictReader(f)}
+    assert float(rows["bc"]["final_std"]) > 0 and rows["iql"]["final_std"] == "" and rows["iql"]["runs"] == "1"
+    _fake_benchmark(tmp_path / "one", [0], {"bc": [-500.0]})
+    summarize_benchmark(tmp_path / "one")
+    table = (tmp_path / "one" / "scores.md").read_text()
+    assert "±" not in table.split("\n\n")[1] and "| **IQM [95% CI]** | " in table and " [n/a] |" in table, table
+    assert "mean over seeds (one seed: no ± std, no interval)" in table
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -92,7 +92,11 @@ def test_sweep_command_refuses_bad_requests_before_anything_runs(tmp_path, capsy
         (["--resume", str(tmp_path), "--grid", "config.lr=1"], "keeps its grid"),
         ([str(job), "--grid", "config.no_such_key=1,2"], "no_such_key"),
         ([str(job), "--seeds", "a,b"], "give integers"),
-        ([str(job), "--max-concurrent", "0"], "--max-concurrent"),
+        ([str(job), "--max-concurrent", "0"], "--max-concurrent must be >= 1, got 0"),
+        ([str(job), "--cpus-per-trial", "0"], "--cpus-per-trial must be a positive number, got 0"),
+        ([str(job), "--cpus-per-trial", "-2"], "--cpus-per-trial must be a positive number, got -2"),
+        ([str(job), "--cpus-per-trial", "nan"], "--cpus-per-trial must be a positive number, got nan"),
+        ([str(job), "--seeds", "0-1000000"], "1,000,001 seeds"),
         (["--resume", str(tmp_path)], "not a sweep directory"),
     ]:
         assert main(["sweep", *argv]) == 2, argv
@@ -187,6 +191,86 @@ def test_seeds_parse_as_lists_and_ranges():
     for bad, why in [("3-1", "runs backwards"), ("1,1", "given twice"), ("a", "give integers"), ("0-", "give integers")]:
         with pytest.raises(ConfigError, match=why):
             parse_seeds(bad)
+    assert parse_seeds("0-999") == list(range(1000))  # MAX_SEEDS
+    for bad, count in [("0-1000", "1,001"), ("0-999,5000", "1,001"), ("0-99999999999999999", "100,000,000,000,000,000")]:
+        with pytest.raises(ConfigError, match=f"{count} seeds, .*give at most 1,000"):  # counted, never expanded
+            parse_seeds(bad)
+
+
+# -- refused before anything runs: trial reservations no node can hold, a job file that is not YAML ------------------
+# Each case below names a dataset that does not exist: were a check missing, the sweep would find that dataset invalid
+# in its validation pass and run no trial (exit 1), so no case can wait on a trial that is never scheduled.
+
+
+def _missing_dataset_job(tmp_path: Path) -> Path:
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"algorithm": "bc", "dataset": str(tmp_path / "no-dataset"), "stop": {"updates": 1}}))
+    return job
+
+
+def _sweep_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run([sys.executable, "-m", "offlinerl", "sweep", *args, "--no-progress"], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+
+
+def test_more_cpus_per_trial_than_the_local_ray_starts_with_is_refused_before_ray_starts(tmp_path):
+    """Used to wait forever: Tune cannot place a 1000-CPU trial on a local Ray of this machine's CPUs."""
+    from offlinerl.ray_utils import _local_cpus
+
+    out = tmp_path / "sweep"
+    proc = _sweep_process(str(_missing_dataset_job(tmp_path)), "--cpus-per-trial", "1000", "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (f"offlinerl sweep: --cpus-per-trial 1000: the local Ray starts with {_local_cpus(None)} "
+                                   f"CPUs (this machine's), so no trial could ever be scheduled; give at most "
+                                   f"{_local_cpus(None)}"), proc.stderr
+    assert "starting Ray" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_more_cpus_per_trial_than_the_joined_cluster_has_is_refused_before_anything_is_written(ray_session, tmp_path,
+                                                                                               capsys):
+    """In this process (Ray running: the test session's 2 CPUs) and in a process that joins it with --address, where
+    the check can only come after joining: both before the sweep directory exists and before any trial."""
+    job = _missing_dataset_job(tmp_path)
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(job), "--cpus-per-trial", "3", "-o", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("offlinerl sweep: --cpus-per-trial 3: the Ray cluster has 2 CPUs, so no trial could ever be "
+                           "scheduled; give at most 2"), err
+    assert not out.exists()
+    address = ray_session.get_runtime_context().gcs_address
+    proc = _sweep_process(str(job), "--cpus-per-trial", "3", "--address", address, "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "offlinerl sweep: --cpus-per-trial 3: the Ray cluster has 2 CPUs, so no trial could ever be scheduled; " \
+           "give at most 2" in proc.stderr.splitlines(), proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_a_job_file_that_is_not_yaml_is_named_with_its_line_in_one_line(tmp_path, capsys):
+    job = tmp_path / "broken.yaml"
+    job.write_text(f"algorithm: bc\ndataset: {tmp_path / 'no-dataset'}\nconfig:\n  lr: [1, 2\n  gamma: 0.9\n")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(job), "--grid", "config.lr=1,2", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"offlinerl sweep: {job}: line 5, column 8: not valid YAML: expected ',' or ']', but got ':' "
+                   "(while parsing a flow sequence at line 4, column 7)\n"), err
+    assert not out.exists()
+    from offlinerl.config_io import load_file
+
+    job.write_text("algorithm: bc\n\tdataset: x\n")  # a tab: a scanner error, with no context mark
+    with pytest.raises(ConfigError, match=r"broken\.yaml: line 2, column 1: not valid YAML: found character '\\t'"):
+        load_file(job)
+    job.write_text("algorithm: bc\ndataset: x\n")
+    assert load_file(job) == {"algorithm": "bc", "dataset": "x"}
+    # every command reads its files through the same loader: train says it the same way
+    job.write_text("algorithm: bc\nconfig: {lr: [1, 2}\n")
+    assert main(["train", str(job), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"offlinerl train: {job}: line 2, column ") and "not valid YAML" in err and len(
+        err.splitlines()) == 1, err
 
 
 def test_a_vectorised_sweep_plans_one_group_per_grid_point_and_reads_back_safely(tmp_path):

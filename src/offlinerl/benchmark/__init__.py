@@ -8,3 +8,7 @@
 
 Nothing is imported here, so ``import offlinerl.benchmark`` works without the optional env packages.
 """
+
+#: Sizes of generated datasets (``SuiteDataset.steps``): ``tiny`` for CI, ``small``, ``full`` = the published size.
+#: Here, not in :mod:`offlinerl.benchmark.suites`, so the command line offers them without importing a suite.
+SIZES = ("tiny", "small", "full")

@@ -119,10 +119,11 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
     if packages:  # before Ray starts: its workers and the trials inherit the allow-list
         allow_env_packages(packages)
     root.mkdir(parents=True, exist_ok=True)
+    started = time.time()  # the wall time reported includes making the datasets (data_time_s says how much)
     paths = {d.name: str(d.materialize(Path(data_dir) if data_dir else root / "data", spec.size, log=log).resolve())
              for d in entries}
+    data_time = time.time() - started
     replace_file(root / BENCHMARK_FILE, json.dumps({"spec": asdict(spec), "datasets": paths}, indent=2) + "\n")
-    started = time.time()
     for d in entries:
         for algorithm in spec.algorithms:
             sweep_dir = root / "sweeps" / f"{d.name}-{algorithm}"
@@ -150,7 +151,7 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                     run_sweep(sweep_dir, _sweep(recipe, overrides, spec.seeds, False),
                               max_concurrent=max_concurrent, address=address, log=log)
             log(f"{d.name} × {algorithm}: done in {time.time() - t0:.0f} s")
-    return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1))
+    return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1), data_time_s=round(data_time, 1))
 
 
 def _sweep(recipe: Path, overrides: list[str], seeds: list[int], vectorize: bool) -> Any:
@@ -197,9 +198,13 @@ def _train_time(runs: list[dict[str, Any]]) -> float:
     return sum(jobs.values())
 
 
-def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> dict[str, Any]:
+def summarize_benchmark(out: str | Path, wall_time_s: float | None = None,
+                        data_time_s: float | None = None) -> dict[str, Any]:
     """Read every sweep of the run in ``out``; write ``scores.json``, ``scores.csv``, ``scores.md`` and
-    ``curves.png``; return the summary (``cells``: per dataset and algorithm; ``algorithms``: the aggregates)."""
+    ``curves.png``; return the summary (``cells``: per dataset and algorithm; ``algorithms``: the aggregates).
+    ``wall_time_s``: this invocation's, making the datasets included; ``data_time_s``: that part of it.
+    A cell of one finished run has no ``final_std`` (None): one seed gives no spread; an IQM from one run per
+    dataset has no interval (``iqm_ci`` None) for the same reason."""
     root = Path(out)
     saved = plain_json((root / BENCHMARK_FILE).read_text())
     spec, paths = BenchmarkSpec(**saved["spec"]), saved["datasets"]
@@ -213,6 +218,7 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
             sweep_dir = root / "sweeps" / f"{name}-{algorithm}"
             runs = _runs(sweep_dir, anchors)
             mean, std = mean_std([r["final"] for r in runs])
+            std = std if len(runs) > 1 else None  # one seed: no spread to report (not 0)
             cells[f"{name}/{algorithm}"] = {
                 "dataset": name, "algorithm": algorithm, "skipped": not sweep_dir.is_dir(), "runs": runs,
                 "final_mean": mean, "final_std": std,
@@ -228,12 +234,15 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None) -> di
         point = low = high = None
         if any(by_task.values()):
             point, low, high = bootstrap_ci(by_task, iqm)
+        # resampling seeds within each dataset: with one seed per dataset every replicate is the same run
+        spread = any(len(v) > 1 for v in by_task.values())
         aggregates[algorithm] = {"mean": sum(means) / len(means) if complete else None,
-                                 "iqm": point, "iqm_ci": [low, high] if point is not None else None,
+                                 "iqm": point, "iqm_ci": [low, high] if point is not None and spread else None,
                                  "runs": sum(len(v) for v in by_task.values())}
     summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "seeds": spec.seeds,
                "overrides": list(spec.overrides), "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
                "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
+               "data_time_s": data_time_s,
                "train_time_s": round(sum(c["train_time_s"] for c in cells.values()), 1),
                "runs": sum(len(c["runs"]) for c in cells.values())}
     replace_file(root / "scores.json", json.dumps(to_finite_json(summary), indent=2) + "\n")
@@ -249,15 +258,32 @@ def _fmt(mean: float | None, std: float | None = None) -> str:
     return f"{mean:.1f}" if std is None else f"{mean:.1f} ± {std:.1f}"
 
 
+def _fmt_iqm(agg: dict[str, Any]) -> str:
+    """The IQM and its interval; ``[n/a]`` where there is no interval (one seed per dataset)."""
+    if agg["iqm"] is None:
+        return "–"
+    ci = agg["iqm_ci"]
+    return f"{agg['iqm']:.1f} " + ("[n/a]" if ci is None else f"[{ci[0]:.1f}, {ci[1]:.1f}]")
+
+
+def _wall(summary: dict[str, Any]) -> str:
+    """``"123 s of wall time"``, and how much of it went to making the datasets where the summary knows."""
+    data = summary.get("data_time_s")
+    return (f"{summary['wall_time_s']:,.0f} s of wall time"
+            + ("" if data is None else f", {data:,.0f} s of it making the datasets"))
+
+
 def scores_markdown(summary: dict[str, Any]) -> str:
     """The table: a row per dataset (final normalised score, mean ± std over seeds; the published score in
     brackets), the mean over datasets, the IQM with its 95% interval, and the published family means."""
     algorithms = list(summary["algorithms"])
     budget = "recipe budgets" if summary["updates"] is None else f"{summary['updates']:,} updates"
     sets = "".join(f", `--set {o}`" for o in summary.get("overrides", ()))
+    one_seed = len(summary["seeds"]) < 2
+    spread = "mean over seeds (one seed: no ± std, no interval)" if one_seed else "mean ± std over seeds"
     lines = [f"Suite `{summary['suite']}` (size {summary['size']}, {budget}{sets}, "
              f"seeds {', '.join(map(str, summary['seeds']))}): final normalised score (0 = random, 100 = expert), "
-             "mean ± std over seeds; [published] where the dataset mirrors a published one.", "",
+             f"{spread}; [published] where the dataset mirrors a published one.", "",
              "| dataset | " + " | ".join(algorithms) + " |", "|---|" + "---:|" * len(algorithms)]
     for name in summary["datasets"]:
         row = []
@@ -270,13 +296,11 @@ def scores_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     agg = summary["algorithms"]
     lines.append("| **mean** | " + " | ".join(_fmt(agg[a]["mean"]) for a in algorithms) + " |")
-    lines.append("| **IQM [95% CI]** | " + " | ".join(
-        "–" if agg[a]["iqm"] is None else f"{agg[a]['iqm']:.1f} [{agg[a]['iqm_ci'][0]:.1f}, {agg[a]['iqm_ci'][1]:.1f}]"
-        for a in algorithms) + " |")
+    lines.append("| **IQM [95% CI]** | " + " | ".join(_fmt_iqm(agg[a]) for a in algorithms) + " |")
     published = summary["published_family"]
     if published:
         lines.append("| published family mean | " + " | ".join(_fmt(published.get(a)) for a in algorithms) + " |")
-    wall = "" if summary["wall_time_s"] is None else f"; this invocation took {summary['wall_time_s']:,.0f} s of wall time"
+    wall = "" if summary["wall_time_s"] is None else f"; this invocation took {_wall(summary)}"
     lines += ["", f"{summary['runs']} runs, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
               f"start-up excluded){wall}."]
     return "\n".join(lines) + "\n"

@@ -45,7 +45,8 @@ class SuiteDataset:
     generator: str | None = None
     """``module:function`` of our generator (``generate(name, out, *, steps, seed)``); None: shipped."""
     steps: dict[str, int] = field(default_factory=dict)
-    """Generated sizes: size name -> env steps (``tiny`` for CI, ``small``, ``full`` = the published size)."""
+    """Generated sizes: size name (one of ``offlinerl.benchmark.SIZES``: ``tiny`` for CI, ``small``, ``full`` =
+    the published size) -> env steps."""
     recipe_prefix: str | None = None
     """Recipes ``jobs/<prefix>-<algorithm>.yaml`` (the classic datasets); None: the family's recipes."""
     env_package: str | None = None

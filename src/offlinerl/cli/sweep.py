@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trials at once (default: what the cluster's CPUs hold, one CPU per trial for its data)")
     p.add_argument("--cpus-per-trial", type=float, default=1.0, metavar="C",
                    help="CPUs Tune reserves for each trial's training process (default 1; the trial's learner "
-                   "actors and Ray Data tasks take their own)")
+                   "actors and Ray Data tasks take their own); refused, before anything runs, above the CPUs of "
+                   "the local Ray or of the cluster's largest node")
     add_address_option(p)
     p.add_argument("--no-progress", action="store_true", help="no line per finished trial")
     p.add_argument("--skip-validation", action="store_true",
@@ -62,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from offlinerl.config_io import ConfigError
     from offlinerl.jobs.sweep import SweepSpec, parse_grid, parse_seeds, plan_trials, resume_sweep, run_sweep
+    from offlinerl.jobs.sweep.trials import check_trial_resources
 
     if (args.job_file is None) == (args.resume is None):
         print("offlinerl sweep: give a JOB_FILE, or --resume SWEEP_DIR (not both)", file=sys.stderr)
@@ -71,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
               "--vectorize",
               file=sys.stderr)
         return 2
-    if args.max_concurrent is not None and args.max_concurrent < 1 or args.cpus_per_trial <= 0:
-        print("offlinerl sweep: --max-concurrent must be >= 1 and --cpus-per-trial > 0", file=sys.stderr)
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        print(f"offlinerl sweep: --max-concurrent must be >= 1, got {args.max_concurrent}", file=sys.stderr)
         return 2
     options = {"max_concurrent": args.max_concurrent, "cpus_per_trial": args.cpus_per_trial, "address": args.address,
                "skip_validation": args.skip_validation, "log": (lambda s: None) if args.no_progress else print}
     try:
+        # before anything is read or started: a trial reservation no node can hold would wait forever
+        check_trial_resources(args.cpus_per_trial, args.address)
         if args.resume:
             summary = resume_sweep(args.resume, **options)
         else:

@@ -9,12 +9,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from offlinerl.config_io import ConfigError, parse_override
-from offlinerl.config_io import plain_json
+from offlinerl.config_io import ConfigError, parse_override, plain_json
 
-__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "SWEEP_FILE", "TRIALS"]
+__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "SWEEP_FILE",
+           "TRIALS", "MAX_SEEDS"]
 
 SWEEP_FILE = "sweep.json"
+#: Most seeds one ``--seeds`` may give (a sweep's trials per grid point, a benchmark's runs per pair).
+MAX_SEEDS = 1000
 TRIALS = "trials"
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 _SEED_NAME = re.compile(r"([A-Za-z0-9._+-]+)/seed-(-?[0-9]+)")  # a vectorised point's seed: <point>/seed-<s>
@@ -88,21 +90,32 @@ def _safe_trial_name(name: Any, vectorize: bool) -> bool:
 
 
 def parse_seeds(text: str | None) -> list[int]:
-    """``--seeds``: ``"0,1,2"``, a range ``"0-7"`` (both ends included), or both (``"0-3,10"``); [] for None."""
+    """``--seeds``: ``"0,1,2"``, a range ``"0-7"`` (both ends included), or both (``"0-3,10"``); [] for None.
+    At most :data:`MAX_SEEDS` seeds (counted before any range is expanded)."""
     if not text:
         return []
-    seeds: list[int] = []
+    ranges: list[tuple[int, int]] = []
     for part in (p.strip() for p in text.split(",")):
         m = re.fullmatch(r"(-?[0-9]+)(?:-(-?[0-9]+))?", part)
         if m is None:
-            raise ConfigError(f"--seeds {text!r}: give integers or ranges, e.g. 0,1,2 or 0-7")
+            raise ConfigError(f"--seeds {_shown(text)}: give integers or ranges, e.g. 0,1,2 or 0-7")
         lo, hi = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
         if hi < lo:
-            raise ConfigError(f"--seeds {text!r}: the range {part} runs backwards")
-        seeds += range(lo, hi + 1)
+            raise ConfigError(f"--seeds {_shown(text)}: the range {part} runs backwards")
+        ranges.append((lo, hi))
+    count = sum(hi - lo + 1 for lo, hi in ranges)
+    if count > MAX_SEEDS:
+        raise ConfigError(f"--seeds {_shown(text)}: {count:,} seeds, one run each per grid point or pair; give at "
+                          f"most {MAX_SEEDS:,}")
+    seeds = [s for lo, hi in ranges for s in range(lo, hi + 1)]
     if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"--seeds {text!r}: a seed is given twice")
+        raise ConfigError(f"--seeds {_shown(text)}: a seed is given twice")
     return seeds
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` quoted for a message, cut to ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _split_values(text: str) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -30,7 +31,8 @@ from offlinerl.jobs.sweep.plan import SWEEP_FILE, TRIALS, SweepSpec
 from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages
 
-__all__ = ["trial_trainable", "default_max_concurrent", "run_sweep", "resume_sweep", "NotVectorizable"]
+__all__ = ["trial_trainable", "default_max_concurrent", "check_trial_resources", "run_sweep", "resume_sweep",
+           "NotVectorizable"]
 
 _METRIC_POLL_S = 1.0
 #: Longest a trial waits for an earlier process of it (a killed sweep's, still being stopped) to let go of its run
@@ -213,6 +215,32 @@ def _cluster_cpus() -> float:
     return float(ray.cluster_resources().get("CPU", 0))
 
 
+def check_trial_resources(cpus_per_trial: float, address: str | None = None) -> None:
+    """``ConfigError`` (naming ``--cpus-per-trial``) unless a trial's reservation of ``cpus_per_trial`` CPUs is a
+    positive number that some node can hold: Tune would otherwise wait for it forever. With Ray running in this
+    process, the largest live node of its cluster; else, without an address (``address`` or ``$RAY_ADDRESS``), the
+    CPUs the local Ray will start with; else nothing more yet (``run_sweep`` checks again once it has joined)."""
+    if not math.isfinite(cpus_per_trial) or cpus_per_trial <= 0:
+        raise ConfigError(f"--cpus-per-trial must be a positive number, got {cpus_per_trial:g}")
+    import ray
+
+    if ray.is_initialized():
+        nodes = [float(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+        largest, total = max(nodes, default=0.0), sum(nodes)
+        if cpus_per_trial > largest:
+            where = (f"the Ray cluster's largest node has {largest:g} CPUs ({total:g} in all, {len(nodes)} nodes)"
+                     if len(nodes) > 1 else f"the Ray cluster has {largest:g} CPUs")
+            raise ConfigError(f"--cpus-per-trial {cpus_per_trial:g}: {where}, so no trial could ever be scheduled; "
+                              f"give at most {largest:g}")
+    elif not (address or os.environ.get("RAY_ADDRESS")):
+        from offlinerl.ray_utils import _local_cpus
+
+        local = _local_cpus(None)
+        if cpus_per_trial > local:
+            raise ConfigError(f"--cpus-per-trial {cpus_per_trial:g}: the local Ray starts with {local} CPUs (this "
+                              f"machine's), so no trial could ever be scheduled; give at most {local}")
+
+
 def default_max_concurrent(config: AlgorithmConfig, cpus_per_trial: float) -> int:
     """Trials that fit at once with one CPU left per trial for its Ray Data tasks and its learners' CPUs."""
     learners = config.num_learners * config.num_cpus_per_learner
@@ -234,7 +262,9 @@ def run_sweep(
     without a result) and ``invalid`` (trial -> why its dataset failed validation: those were not run).
 
     Before any trial starts, each pending trial's dataset is validated (unless ``skip_validation``); a resumed
-    ``sweep_dir`` holding a symbolic link to outside it is a ``RunDirError`` before anything is written.
+    ``sweep_dir`` holding a symbolic link to outside it is a ``RunDirError`` before anything is written, and so is
+    a ``cpus_per_trial`` no node can hold a ``ConfigError`` (:func:`check_trial_resources`: before Ray starts for
+    a local Ray, right after joining for a cluster).
     """
     from ray import tune
 
@@ -242,6 +272,7 @@ def run_sweep(
     from offlinerl.jobs.run_dir import resolve_resumed
     from offlinerl.ray_utils import init_ray
 
+    check_trial_resources(cpus_per_trial, address)  # before anything: a trial no node can hold waits forever
     root = Path(sweep_dir)
     new = spec is not None
     if not new:  # a handed-over sweep directory: nothing in it may lead outside (before anything is written)
@@ -261,6 +292,8 @@ def run_sweep(
         _check_vectorizable(spec, configs, datasets)
     if new:  # never /, home or the current directory, the job file or a dataset, nor inside a dataset or checkpoint
         check_output_place(root, inputs=[spec.job, *datasets.values()])
+    init_ray(address)
+    check_trial_resources(cpus_per_trial, address)  # the cluster just joined: before anything is written
     try:
         if new:
             root.mkdir(parents=True, exist_ok=True)
@@ -271,7 +304,6 @@ def run_sweep(
     except OSError as exc:
         raise OutputWriteError.from_os_error(exc, root, "no trial was started") from exc
     pending = [t for t in spec.trials if not (root / TRIALS / t.name / "result.json").is_file()]
-    init_ray(address)
     invalid: dict[str, str] = {}
     if pending and not skip_validation:  # each trial's own dataset, before any trial starts (the trials skip it)
         for name, (line, report) in _invalid_datasets({t.name: datasets[t.name] for t in pending}).items():
