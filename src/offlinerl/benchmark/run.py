@@ -270,7 +270,7 @@ def _wall(summary: dict[str, Any]) -> str:
     """``"123 s of wall time"``, and how much of it went to making the datasets where the summary knows."""
     data = summary.get("data_time_s")
     return (f"{summary['wall_time_s']:,.0f} s of wall time"
-            + ("" if data is None else f", {data:,.0f} s of it making the datasets"))
+            + ("" if data is None or data < 0.5 else f", {data:,.0f} s of it making the datasets"))
 
 
 def scores_markdown(summary: dict[str, Any]) -> str:

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     data = summary.get("data_time_s")
     print(f"benchmark directory: {root}  (scores.md, scores.csv, scores.json, curves.png, sweeps/); "
           f"{summary['wall_time_s']:.0f} s of wall time"
-          + ("" if data is None else f", {data:.0f} s of it making the datasets"))
+          + ("" if data is None or data < 0.5 else f", {data:.0f} s of it making the datasets"))
     missing = [k for k, c in summary["cells"].items() if not c["runs"] and not c["skipped"]]
     if missing:
         print(f"offlinerl benchmark: no finished run for {', '.join(missing)}", file=sys.stderr)
