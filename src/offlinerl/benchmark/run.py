@@ -301,7 +301,8 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     if published:
         lines.append("| published family mean | " + " | ".join(_fmt(published.get(a)) for a in algorithms) + " |")
     wall = "" if summary["wall_time_s"] is None else f"; this invocation took {_wall(summary)}"
-    lines += ["", f"{summary['runs']} runs, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
+    runs = f"{summary['runs']} run" + ("" if summary["runs"] == 1 else "s")
+    lines += ["", f"{runs}, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
               f"start-up excluded){wall}."]
     return "\n".join(lines) + "\n"
 
