@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from offlinerl.cli import build_parser
+from offlinerl.cli import build_parser, main
 
 
 def _leaves(parser: argparse.ArgumentParser, name: str):
@@ -27,3 +27,25 @@ def test_every_command_has_the_output_options():
 def test_the_flags_parse_where_a_user_puts_them():
     args = build_parser().parse_args(["validate", "-v", "datasets/cartpole-mixed", "--log-level", "WARNING"])
     assert (args.verbose, args.log_level, args.quiet) == (1, "warning", False)
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, capsys):
+    """A command without a Ctrl-C handler of its own (here convert table, waiting on a spec that is a FIFO no one
+    writes) ends in one line and exit 130, not a traceback."""
+    import os
+    import signal
+    import threading
+
+    (tmp_path / "steps.csv").write_text("episode,t,obs,action,reward,done\n")
+    os.mkfifo(tmp_path / "spec.yaml")
+    timer = threading.Timer(1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer.start()
+    try:
+        assert main(["convert", "table", str(tmp_path / "steps.csv"), "--spec", str(tmp_path / "spec.yaml"), "-o",
+                     str(tmp_path / "out")]) == 130
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "offlinerl convert table: interrupted"
+    assert not (tmp_path / "out").exists()

@@ -44,6 +44,8 @@ def test_a_team_of_different_spaces_from_collect_to_finetune(tmp_path, capsys):
 
     code, out, err = _run(capsys, "data", "filter", data, "--top", "50%", "-o", tmp_path / "top")
     assert code == 0, out + err
+    # one unit: whole episodes of the team, and the agents' episodes they hold
+    assert "kept 6 of 12 episodes" in out and ": 6 episodes (12 agent episodes)," in out, out
     top = read_info(tmp_path / "top")
     assert top.agent_spaces == info.agent_spaces and top.num_rows == 12 and validate_dataset(tmp_path / "top").ok
 

@@ -102,13 +102,31 @@ def main(argv: list[str] | None = None) -> int:
         args.no_progress = True
     with configured(level, prefix), _ray_address(getattr(args, "address", None)):
         try:
-            return int(args.func(args) or 0)
+            code = int(args.func(args) or 0)
+        except KeyboardInterrupt:  # Ctrl-C where the command has no handler of its own: one line, not a traceback
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            code = 130
         except Exception as exc:  # noqa: BLE001 - only a Ray failure is caught here; anything else is re-raised
             line = ray_failure_line(prefix, exc)
             if line is None:
                 raise
             print(line, file=sys.stderr)
-            return 1
+            code = 1
+    if argv is None:  # the console command: Ray stops here, where a Ctrl-C is one line, not in an atexit traceback
+        code = _stop_ray(prefix, code)
+    return code
+
+
+def _stop_ray(prefix: str, code: int) -> int:
+    """Shut down the Ray this process started or joined, if any; a Ctrl-C meanwhile ends with exit 130."""
+    ray = sys.modules.get("ray")
+    try:
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted while Ray shut down", file=sys.stderr)
+        return 130
+    return code
 
 
 def ray_failure_line(prefix: str, exc: BaseException) -> str | None:

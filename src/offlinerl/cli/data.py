@@ -204,8 +204,11 @@ def _count(n: int, word: str) -> str:
 
 def _summary(result) -> str:
     info = result.info
-    return (f"wrote {result.path}: {_count(info.num_episodes, 'episode')}, {_count(info.num_steps, 'step')}, "
-            f"fingerprint {info.fingerprint[:16]}")
+    episodes = _count(info.num_episodes, "episode")
+    team = result.report.get("episodes_out")
+    if team is not None and team != info.num_episodes:  # multi-agent: the op counted whole (team) episodes
+        episodes = f"{_count(team, 'episode')} ({info.num_episodes:,} agent episodes)"
+    return f"wrote {result.path}: {episodes}, {_count(info.num_steps, 'step')}, fingerprint {info.fingerprint[:16]}"
 
 
 def _run(args: argparse.Namespace) -> list[str]:

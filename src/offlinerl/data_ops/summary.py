@@ -54,9 +54,8 @@ def check_input(path: str | Path) -> DatasetInfo:
     try:
         require_schema(path)
     except SchemaMismatchError as exc:  # its advice is for `train --skip-validation`; ours is to validate
-        problem, columns, _ = str(exc).partition("; --skip-validation")
-        declared = f": not what {path / 'dataset.json'} declares" if columns else ""
-        raise DataOpError(f"{problem}{declared}; run `offlinerl validate {path}`") from None
+        declared = f": not what {path / 'dataset.json'} declares" if exc.problem != str(exc) else ""
+        raise DataOpError(f"{exc.problem}{declared}; run `offlinerl validate {path}`") from None
     if sum(pq.read_metadata(f).num_rows for f in files) == 0:
         raise DataOpError(f"{path}: its parquet files hold no episodes")
     return info

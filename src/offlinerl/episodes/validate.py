@@ -380,7 +380,12 @@ def require_valid(path: str | Path, max_examples: int = 5, *, local: bool | None
 
 
 class SchemaMismatchError(ValueError):
-    """A dataset's files lack columns ``dataset.json`` declares, or hold them with other types."""
+    """A dataset's files lack columns ``dataset.json`` declares, or hold them with other types. ``problem``: the
+    file and what is wrong, without the advice for ``train --skip-validation`` the message ends with."""
+
+    def __init__(self, message: str, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.problem = message if problem is None else problem
 
 
 def require_schema(path: str | Path) -> None:
@@ -402,8 +407,9 @@ def require_schema(path: str | Path) -> None:
             raise SchemaMismatchError(f"{f}: unreadable parquet file: {type(exc).__name__}: {exc}") from None
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise SchemaMismatchError(f"{f}: {problems[0]}{more}; --skip-validation skips the checks of the "
-                                      "values, not of the columns: run `offlinerl validate` on it")
+            problem = f"{f}: {problems[0]}{more}"
+            raise SchemaMismatchError(f"{problem}; --skip-validation skips the checks of the values, not of the "
+                                      "columns: run `offlinerl validate` on it", problem)
 
 
 def _skip(check: CheckResult, note: str) -> None:
