@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from offlinerl.ray_utils import _local_cpus, _token_auth_default_notice
+from offlinerl.ray_utils import local_cpus, _token_auth_default_notice
 from tests.conftest import REPO
 
 
@@ -177,7 +177,7 @@ def test_a_command_starts_its_own_ray_instead_of_joining_a_running_cluster(stray
                            "--top", "10%", "-o", str(tmp_path / "top")], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    cpus = _local_cpus(None)
+    cpus = local_cpus(None)
     assert proc.stderr.splitlines()[0] == f"offlinerl data: starting Ray (local, {cpus} CPUs) ..."
     assert address not in proc.stdout + proc.stderr and "Connecting to latest cluster" not in proc.stderr
 

@@ -8,8 +8,8 @@ import os
 import sys
 import threading
 
-__all__ = ["init_ray", "quiet_ray_data", "node_id", "cluster_node_ids", "RayFailure", "RayAuthError", "ray_failure",
-           "RAY_FAILURE_HELP"]
+__all__ = ["init_ray", "local_cpus", "quiet_ray_data", "node_id", "cluster_node_ids", "RayFailure", "RayAuthError",
+           "ray_failure", "RAY_FAILURE_HELP"]
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def _cluster_line(address: str) -> str:
     return f"joined the Ray cluster at {address}: {nodes} node{'s' * (nodes != 1)}, {cpus:g} CPUs"
 
 
-def _local_cpus(num_cpus: int | None) -> int:
+def local_cpus(num_cpus: int | None) -> int:
     """The CPUs a local Ray will have: ``num_cpus``, else what Ray counts (cgroup limits included)."""
     if num_cpus is not None:
         return num_cpus
@@ -177,7 +177,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, quiet: boo
                 raise RayAuthError(_auth_help(address)) from exc
             log.info(_cluster_line(address))
         else:
-            log.info(f"starting Ray (local, {_local_cpus(num_cpus)} CPUs) ...")
+            log.info(f"starting Ray (local, {local_cpus(num_cpus)} CPUs) ...")
             auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
             auth_log.addFilter(_token_auth_default_notice)
             try:

@@ -218,14 +218,14 @@ def _sweep_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_more_cpus_per_trial_than_the_local_ray_starts_with_is_refused_before_ray_starts(tmp_path):
     """Used to wait forever: Tune cannot place a 1000-CPU trial on a local Ray of this machine's CPUs."""
-    from offlinerl.ray_utils import _local_cpus
+    from offlinerl.ray_utils import local_cpus
 
     out = tmp_path / "sweep"
     proc = _sweep_process(str(_missing_dataset_job(tmp_path)), "--cpus-per-trial", "1000", "-o", str(out), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == (f"offlinerl sweep: --cpus-per-trial 1000: the local Ray starts with {_local_cpus(None)} "
+    assert proc.stderr.strip() == (f"offlinerl sweep: --cpus-per-trial 1000: the local Ray starts with {local_cpus(None)} "
                                    f"CPUs (this machine's), so no trial could ever be scheduled; give at most "
-                                   f"{_local_cpus(None)}"), proc.stderr
+                                   f"{local_cpus(None)}"), proc.stderr
     assert "starting Ray" not in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
 

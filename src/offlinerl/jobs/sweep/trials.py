@@ -233,9 +233,9 @@ def check_trial_resources(cpus_per_trial: float, address: str | None = None) -> 
             raise ConfigError(f"--cpus-per-trial {cpus_per_trial:g}: {where}, so no trial could ever be scheduled; "
                               f"give at most {largest:g}")
     elif not (address or os.environ.get("RAY_ADDRESS")):
-        from offlinerl.ray_utils import _local_cpus
+        from offlinerl.ray_utils import local_cpus
 
-        local = _local_cpus(None)
+        local = local_cpus(None)
         if cpus_per_trial > local:
             raise ConfigError(f"--cpus-per-trial {cpus_per_trial:g}: the local Ray starts with {local} CPUs (this "
                               f"machine's), so no trial could ever be scheduled; give at most {local}")
