@@ -45,6 +45,15 @@ def quiet_ray_data() -> None:
     # init_ray(quiet=True) turns Ray Data's progress bars off on purpose (our commands draw their own);
     # Ray Data then warns once that they are off, which would only be noise in our output.
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+    # A task that raised is announced by Ray Data at ERROR (with a stack) before the exception reaches the command,
+    # which reports it itself in one line naming the input; the announcement stays for -v only.
+    verbose = logging.getLogger("offlinerl").getEffectiveLevel() <= logging.DEBUG
+    for name in _TASK_ERROR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if verbose else logging.CRITICAL)
+
+
+#: Ray Data's loggers that announce a failed task before its exception is raised in the driver.
+_TASK_ERROR_LOGGERS = ("ray.data._internal.execution.streaming_executor_state", "ray.data.exceptions")
 
 
 def _token_auth_default_notice(record: logging.LogRecord) -> bool:

@@ -155,3 +155,23 @@ def test_counts_of_one_are_singular(data, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "kept 1 of 10 episodes" in out and ": 1 episode, 2 steps, fingerprint" in out
     assert [e.id for e in load_episodes(tmp_path / "one")] == ["e9"]
+
+
+def test_a_reward_function_that_raises_is_our_one_line_not_ray_datas_error_log(data, tmp_path, capsys):
+    """Ray Data announces a failed task at ERROR, with a stack, before the command reports it; only our line stays.
+    (Ray Data's handler writes to the stream it was given at import, so the records are watched where they pass.)"""
+    import logging
+
+    seen: list[logging.LogRecord] = []
+    watcher = logging.Handler()
+    watcher.emit = seen.append
+    logging.getLogger("ray.data").addHandler(watcher)
+    try:
+        code = main(["data", "relabel", str(data["base"]), "--reward-fn", "tests.data_ops.rewards:raises", "-o",
+                     str(tmp_path / "out")])
+    finally:
+        logging.getLogger("ray.data").removeHandler(watcher)
+    err = capsys.readouterr().err
+    assert code == 2 and "offlinerl data relabel: --reward-fn tests.data_ops.rewards:raises: raised RuntimeError" in err
+    assert [r.getMessage()[:60] for r in seen if r.levelno >= logging.ERROR] == []
+    assert not (tmp_path / "out").exists()
