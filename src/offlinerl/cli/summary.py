@@ -68,7 +68,8 @@ def finetune_summary(r: Mapping[str, Any]) -> str:
     """The lines ``offlinerl finetune`` ends with, from its ``result.json``: what was trained, how long, the
     evaluations before and after (and the checkpoint's own), where the online episodes and the run went."""
     start = f"from {r['from_checkpoint']}" if r.get("from_checkpoint") else "from scratch"
-    lines = [f"{r['algorithm']} fine-tuned online in {r['env']} {start}: {r['iterations']} iterations, "
+    iterations = f"{r['iterations']} iteration" + ("" if r["iterations"] == 1 else "s")
+    lines = [f"{r['algorithm']} fine-tuned online in {r['env']} {start}: {iterations}, "
              f"{r['updates']} updates, {r['env_steps']} env steps in {r['train_time_s']:.1f} s"]
     if r.get("final_eval_return") is None:
         lines.append("no evaluation")
