@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from offlinerl.cli import main
-from offlinerl.episodes import read_info
+from offlinerl.episodes import load_episodes, read_info
 from offlinerl.trusted import ENV_PACKAGES_VAR
 
 
@@ -57,8 +57,22 @@ def test_collected_kwargs_and_time_limit_are_the_evaluation_task(tmp_path, capsy
     # the user overrides the recorded task
     code, out, _ = _run(capsys, "evaluate", ckpt, "--json", "--episodes", "1", "--env-kwargs", '{"max_episode_steps": 7}')
     assert json.loads(out)["eval/length_mean"] == 7
+    # naming the checkpoint's own env is still its task; --env-kwargs '{}' asks for the plain env
     code, out, _ = _run(capsys, "evaluate", ckpt, "--json", "--episodes", "1", "--env", "Pendulum-v1")
+    assert json.loads(out)["env_kwargs"] == {"g": 2.0, "max_episode_steps": 30} and json.loads(out)["eval/length_mean"] == 30
+    code, out, _ = _run(capsys, "evaluate", ckpt, "--json", "--episodes", "1", "--env", "Pendulum-v1", "--env-kwargs", "{}")
     assert json.loads(out)["env_kwargs"] == {} and json.loads(out)["eval/length_mean"] == 200
+    # collect with the checkpoint's policy in its own env records the same task
+    code, _, err = _run(capsys, "collect", "--env", "Pendulum-v1", "--policy", ckpt, "--episodes", "1", "-o",
+                        tmp_path / "again", "--no-progress")
+    assert code == 0, err
+    assert read_info(tmp_path / "again").env_kwargs == {"g": 2.0, "max_episode_steps": 30}
+    assert [len(e) for e in load_episodes(tmp_path / "again")] == [30]
+    # bad numbers are one line, before any env is made
+    for argv, message in ((["--episodes", "100000000000"], "--episodes must be between 1 and 1,000,000"),
+                          (["--seed", "-1"], "--seed must be >= 0")):
+        code, out, err = _run(capsys, "evaluate", ckpt, *argv)
+        assert code == 2 and message in err, err
     with pytest.raises(SystemExit) as exit_:
         main(["evaluate", str(ckpt), "--env-kwargs", "[1, 2]"])
     assert exit_.value.code == 2 and "expected a JSON object" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """`offlinerl train` and `offlinerl evaluate` smoke runs with tiny budgets."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -77,3 +78,17 @@ def test_a_dataset_validated_before_is_said_once_and_not_under_quiet(ray_session
     printed = capsys.readouterr()
     assert "unchanged since it passed validation" not in printed.out + printed.err
     assert "marwil on" in printed.out  # the job's result stays
+
+
+def test_evaluation_counts_are_checked_before_any_env_in_python_too():
+    """``episodes=0`` was read as "the default" and a typo of 10**11 episodes filled memory with seeds."""
+    from offlinerl.env.evaluation import MAX_EVAL_EPISODES
+    from offlinerl.evaluation.evaluate import evaluate_checkpoint
+
+    ckpt = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoints" / "v1-bc-cartpole"
+    for episodes in (0, -3, MAX_EVAL_EPISODES + 1, 10**11):
+        with pytest.raises(ValueError, match="evaluation episodes must be between 1 and 1,000,000"):
+            evaluate_checkpoint(ckpt, episodes=episodes)
+    with pytest.raises(ValueError, match="the evaluation seed must be >= 0"):
+        evaluate_checkpoint(ckpt, episodes=1, seed=-1)
+    assert evaluate_checkpoint(ckpt, episodes=1)["eval/episodes"] == 1

@@ -68,3 +68,10 @@ def test_collect_cli(tmp_path, capsys):
     assert main(["collect", "--env", "CartPole-v1", "--episodes", "0", "-o", str(tmp_path / "x")]) == 2
     assert main(["collect", "--env", "NoSuchEnv-v0", "--episodes", "1", "-o", str(tmp_path / "y")]) == 2
     assert "NoSuchEnv" in capsys.readouterr().out and not (tmp_path / "y").exists()
+    # a keyword the env does not take, and a negative seed: one line each, before any env runs, nothing written
+    for extra, message in ((["--env-kwargs", '{"foo": 1}'], "unexpected keyword argument 'foo'"),
+                           (["--seed", "-1"], "--seed must be >= 0")):
+        assert main(["collect", "--env", "CartPole-v1", "--episodes", "1", "-o", str(tmp_path / "z"), *extra]) == 2
+        printed = capsys.readouterr().out
+        assert printed.startswith("offlinerl collect: ") and message in printed and len(printed.splitlines()) == 1
+        assert not (tmp_path / "z").exists()

@@ -103,6 +103,12 @@ def test_inspect_cli_text_json_and_plot(crafted, tmp_path, ray_session, capsys):
     assert capsys.readouterr().err == (f"offlinerl inspect: --plot {tmp_path / 'hist.gif'}: cannot write a .gif "
                                        "image; name a .png, .jpg, .jpeg, .svg, .pdf file\n")
     assert not (tmp_path / "hist.gif").exists()
+    # a place inside the dataset is refused before it is read: no summary printed first
+    assert main(["inspect", str(crafted), "--plot", str(crafted / "p.png")]) == 2
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err.startswith(f"offlinerl inspect: --plot ") and not (crafted / "p.png").exists()
+    assert main(["inspect", str(crafted), "--max-dims", "-1"]) == 2
+    assert capsys.readouterr().err == "offlinerl inspect: --max-dims must be >= 0, got -1\n"
 
 
 def test_inspect_unreadable(tmp_path, ray_session, capsys):

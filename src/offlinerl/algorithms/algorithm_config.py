@@ -80,7 +80,9 @@ class EvaluationConfig:
     """FQE gradient steps per scored checkpoint (fqe and dr; the default is `FQEConfig`'s)."""
 
     def __post_init__(self) -> None:
-        check(self.episodes >= 1, "evaluation.episodes", f"must be >= 1, got {self.episodes}")
+        check(1 <= self.episodes <= 1_000_000, "evaluation.episodes",
+              f"must be between 1 and 1,000,000 (offlinerl.env.evaluation.MAX_EVAL_EPISODES), got {self.episodes}")
+        check(self.seed >= 0, "evaluation.seed", f"must be >= 0 (gymnasium's reset seeds), got {self.seed}")
         check(self.interval >= 0, "evaluation.interval", f"must be >= 0, got {self.interval}")
         check(self.ope is None or self.ope in OPE_METHODS, "evaluation.ope",
                f"unknown estimator {self.ope!r}; choose among {', '.join(OPE_METHODS)}")

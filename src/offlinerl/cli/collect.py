@@ -48,12 +48,20 @@ def run(args: argparse.Namespace) -> int:
             env=args.env, output=args.output, num_episodes=args.episodes, policy=args.policy,
             max_episode_steps=args.max_episode_steps, num_env_runners=args.num_env_runners,
             num_envs=args.num_envs, explore=not args.greedy, epsilon=args.epsilon, seed=args.seed,
-            overwrite=args.overwrite, env_kwargs=args.env_kwargs or {},
+            overwrite=args.overwrite, env_kwargs=_env_kwargs(args),
         )
         check_output(config.output, config.overwrite, kind="dataset", inputs=config.inputs)  # before any work
     except (ValueError, OutputExistsError) as exc:
         print(f"offlinerl collect: {exc}")
         return 2
+    if config.policy == "random" and not is_pettingzoo(config.env):  # a checkpoint's policy checks its env itself
+        from offlinerl.env.env_check import EnvMismatchError, check_env_makes
+
+        try:  # an unknown id or a keyword the env does not take: one line now, not a traceback from a runner
+            check_env_makes(config.env, config.env_kwargs)
+        except EnvMismatchError as exc:
+            print(f"offlinerl collect: {exc}")
+            return 2
     if config.num_env_runners > 0 or args.address:
         from offlinerl.ray_utils import init_ray
 
@@ -100,6 +108,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"offlinerl collect: {exc}")
         return 2
     return _summary(args, config, info)
+
+
+def _env_kwargs(args: argparse.Namespace) -> dict:
+    """``--env-kwargs``; without it, a checkpoint policy's recorded task when ``--env`` is the checkpoint's own env
+    (as ``evaluate``), else none. A checkpoint that cannot be read is reported where its policy is loaded."""
+    if args.env_kwargs is not None or args.policy == "random":
+        return dict(args.env_kwargs or {})
+    from offlinerl.evaluation.evaluate import task_kwargs
+    from offlinerl.training.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        return task_kwargs(load_checkpoint(args.policy), args.env)
+    except (CheckpointError, OSError, ValueError):
+        return {}
 
 
 def _summary(args: argparse.Namespace, config, info) -> int:

@@ -30,8 +30,15 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.core import metrics as M
     from offlinerl.evaluation.evaluate import evaluate_checkpoint
 
-    if args.episodes is not None and args.episodes < 1:
-        print("offlinerl evaluate: --episodes must be >= 1", file=sys.stderr)
+    from offlinerl.env.evaluation import MAX_EVAL_EPISODES
+
+    if args.episodes is not None and not 1 <= args.episodes <= MAX_EVAL_EPISODES:
+        print(f"offlinerl evaluate: --episodes must be between 1 and {MAX_EVAL_EPISODES:,}, got {args.episodes:,}",
+              file=sys.stderr)
+        return 2
+    if args.seed is not None and args.seed < 0:
+        print(f"offlinerl evaluate: --seed must be >= 0 (episode j is reset with seed + j), got {args.seed}",
+              file=sys.stderr)
         return 2
     if (problem := device_problem(args.device)) is not None:
         print(f"offlinerl evaluate: {problem}", file=sys.stderr)

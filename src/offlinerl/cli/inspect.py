@@ -38,10 +38,16 @@ def run(args: argparse.Namespace) -> int:
     from offlinerl.episodes.scan import scan_locally
     from offlinerl.episodes.stats import StatsError, dataset_stats, format_stats, plot_format, plot_stats
 
-    if args.plot:
+    if args.max_dims < 0:
+        print(f"offlinerl inspect: --max-dims must be >= 0, got {args.max_dims}", file=sys.stderr)
+        return 2
+    if args.plot:  # the suffix and the place, before the dataset is read (and Ray started)
+        from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError, UnsafeOutputError, check_output_file
+
         try:
-            plot_format(args.plot)  # before the dataset is read (and Ray started)
-        except StatsError as exc:
+            plot_format(args.plot)
+            check_output_file(args.plot, True, inputs=[args.path])
+        except (StatsError, UnsafeOutputError, OutputExistsError, OutputWriteError) as exc:
             print(f"offlinerl inspect: --plot {exc}", file=sys.stderr)
             return 2
     quiet_ray_data()

@@ -61,6 +61,8 @@ class CollectConfig:
             raise ValueError(f"num_env_runners must be >= 0, got {self.num_env_runners}")
         if self.episodes_per_round < 0:
             raise ValueError(f"episodes_per_round must be >= 0, got {self.episodes_per_round}")
+        if self.seed is not None and self.seed < 0:
+            raise ValueError(f"--seed must be >= 0 (gymnasium's reset seeds), got {self.seed}")
 
     @property
     def inputs(self) -> list[str]:

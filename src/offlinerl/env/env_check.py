@@ -53,6 +53,25 @@ def space_mismatch(expected: gym.Space, actual: gym.Space, where: str = "") -> s
     return None
 
 
+def _make(env_id: str, env_kwargs: Mapping[str, Any] | None, what: str, trusted: bool) -> Any:
+    """The env, or ``EnvMismatchError`` saying in one line why it cannot be made (an unknown id, a keyword the env
+    does not take, an id that would import a module)."""
+    try:
+        return make_env(env_id, env_kwargs, what=what, explicit=trusted)  # refuses an id that would import
+    except UntrustedNameError as exc:
+        raise EnvMismatchError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"
+        hint = ("; if a package registers it (PointMaze ids: gymnasium_robotics), allow that package with "
+                "--env-package NAME") if type(exc).__name__ in ("NameNotFound", "NamespaceNotFound") else ""
+        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}{hint}") from None
+
+
+def check_env_makes(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> None:
+    """Make ``env_id`` (an id the user named) with ``env_kwargs`` once and close it: ``EnvMismatchError`` in one line
+    if it cannot be made, before any work."""
+    _make(env_id, env_kwargs, "the command line", True).close()
+
+
 def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space,
               env_kwargs: Mapping[str, Any] | None = None, *, trusted: bool = True, what: str = "the data") -> None:
     """Make ``env_id`` once and compare its spaces with ``what``'s; raise ``EnvMismatchError`` naming the difference.
@@ -66,14 +85,7 @@ def check_env(env_id: str, observation_space: gym.Space, action_space: gym.Space
     if is_pettingzoo(env_id):
         raise EnvMismatchError(f"the env {env_id!r} is a multi-agent PettingZoo env; {what} holds one single-agent "
                                "module")
-    try:
-        env = make_env(env_id, env_kwargs, what=what, explicit=trusted)  # refuses an id that would import
-    except UntrustedNameError as exc:
-        raise EnvMismatchError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - gymnasium raises many kinds; all mean "cannot make it"
-        hint = ("; if a package registers it (PointMaze ids: gymnasium_robotics), allow that package with "
-                "--env-package NAME") if type(exc).__name__ in ("NameNotFound", "NamespaceNotFound") else ""
-        raise EnvMismatchError(f"cannot make the env {env_id!r}: {type(exc).__name__}: {str(exc)[:300]}{hint}") from None
+    env = _make(env_id, env_kwargs, what, trusted)
     try:
         problems = [p for p in (space_mismatch(observation_space, env.observation_space, "observation space"),
                                 space_mismatch(action_space, env.action_space, "action space")) if p]

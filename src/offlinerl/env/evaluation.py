@@ -29,7 +29,21 @@ from offlinerl.env.policies import act
 from offlinerl.episodes.arrow import batch_concat, batch_map
 from offlinerl.trusted import make_env
 
-__all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metrics"]
+__all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metrics", "check_evaluation",
+           "MAX_EVAL_EPISODES"]
+
+#: Most episodes one evaluation plays: far more than any estimate needs, and a typo (an extra few zeros) is refused
+#: instead of filling memory with per-episode seeds and results.
+MAX_EVAL_EPISODES = 1_000_000
+
+
+def check_evaluation(episodes: int, seed: int) -> None:
+    """``ValueError`` unless ``1 <= episodes <= MAX_EVAL_EPISODES`` and ``seed >= 0`` (gymnasium's reset seeds are
+    non-negative): said before any env is made."""
+    if not 1 <= episodes <= MAX_EVAL_EPISODES:
+        raise ValueError(f"evaluation episodes must be between 1 and {MAX_EVAL_EPISODES:,}, got {episodes:,}")
+    if seed < 0:
+        raise ValueError(f"the evaluation seed must be >= 0 (episode j is reset with seed + j), got {seed}")
 
 #: ``batch of observations (one row per running episode) -> actions for the envs``.
 ActFn = Callable[[Any], Any]
@@ -95,8 +109,7 @@ def module_episodes(
 ) -> tuple[list[float], list[int]]:
     """Returns and lengths, in seed order, of ``episodes`` deterministic (``forward_inference``) episodes, episode
     ``j`` reset with ``seed + j``, at most ``max_parallel`` at a time."""
-    if episodes < 1:
-        raise ValueError(f"evaluation episodes must be >= 1, got {episodes}")
+    check_evaluation(episodes, seed)
     if isinstance(module, MultiRLModule):
         module = module[module.module_for_agent(None)]
     module.eval()

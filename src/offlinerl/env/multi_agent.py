@@ -188,8 +188,9 @@ def team_episodes(module: MultiRLModule, env_id: str, env_to_module: ConnectorPi
                   explicit: bool = True) -> TeamEpisodes:
     """``episodes`` deterministic (``forward_inference``) episodes of ``module`` in the PettingZoo env ``env_id``
     (``pettingzoo:MODULE``), episode ``j`` reset with ``seed + j``."""
-    if episodes < 1:
-        raise ValueError(f"evaluation episodes must be >= 1, got {episodes}")
+    from offlinerl.env.evaluation import check_evaluation  # here: evaluation imports this module's neighbours
+
+    check_evaluation(episodes, seed)
     module.eval()
     env = make_parallel_env(env_id, env_kwargs, explicit=explicit)
     try:

@@ -10,12 +10,22 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from offlinerl.env.env_check import check_env, check_team_env
-from offlinerl.env.evaluation import evaluate_module
+from offlinerl.env.evaluation import check_evaluation, evaluate_module
 from offlinerl.env.multi_agent import team_episodes, team_metrics
 from offlinerl.training.checkpoint import load_checkpoint
 from offlinerl.trusted import is_pettingzoo
 
-__all__ = ["evaluate_checkpoint"]
+__all__ = ["evaluate_checkpoint", "task_kwargs"]
+
+
+def task_kwargs(ckpt: Any, env: str | None = None) -> dict[str, Any]:
+    """The ``gymnasium.make`` kwargs of the task the checkpoint's job evaluated on (the dataset's recorded one) when
+    ``env`` is None or names the checkpoint's own env; ``{}`` for another env (its kwargs would not fit it)."""
+    ev = ckpt.config.evaluation
+    if env is not None and env != (ev.env or ckpt.meta.env_id):
+        return {}
+    recorded = ckpt.meta.env_kwargs
+    return dict(recorded) if isinstance(recorded, dict) else dict(ev.env_kwargs)
 
 
 def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: int | None = None,
@@ -30,10 +40,10 @@ def evaluate_checkpoint(path: str | Path, *, env: str | None = None, episodes: i
     env_id = env or ev.env or ckpt.meta.env_id
     if not env_id:
         raise ValueError(f"{path}: the checkpoint names no env; pass --env")
-    if env_kwargs is None:  # the task the job evaluated on (the dataset's recorded one), unless --env names another
-        recorded = ckpt.meta.env_kwargs
-        env_kwargs = {} if env is not None else dict(recorded) if isinstance(recorded, dict) else dict(ev.env_kwargs)
-    episodes, seed = episodes or ev.episodes, ev.seed if seed is None else seed
+    if env_kwargs is None:
+        env_kwargs = task_kwargs(ckpt, env)
+    episodes, seed = ev.episodes if episodes is None else episodes, ev.seed if seed is None else seed
+    check_evaluation(episodes, seed)
     if is_pettingzoo(env_id) or len(ckpt.module_ids) > 1:
         check_team_env(env_id, ckpt.observation_space, ckpt.action_space, list(ckpt.module_ids), env_kwargs,
                        policy_mapping=ckpt.config.policy_mapping, trusted=env is not None, what=f"the checkpoint {path}",

@@ -48,7 +48,7 @@ from offlinerl.core.policy_mapping import mapped_module_id
 from offlinerl.data.errors import unwrap_read_errors
 from offlinerl.data.offline_data import OfflineData
 from offlinerl.data.replay import MixedSpec
-from offlinerl.env.evaluation import module_episodes
+from offlinerl.env.evaluation import check_evaluation, module_episodes
 from offlinerl.env.multi_agent import team_episodes, team_metrics
 from offlinerl.episodes.validate import require_valid
 from offlinerl.training import resume as _resume
@@ -323,7 +323,8 @@ class Algorithm:
         ``eval/<agent>/return_mean``. ``record=False``: a side measurement (e.g. a fine-tune's hand-over check
         with the checkpoint's settings) that leaves ``last_eval`` and ``best_eval_return`` alone."""
         ev = self.config.evaluation
-        episodes, seed = episodes or ev.episodes, ev.seed if seed is None else seed
+        episodes, seed = ev.episodes if episodes is None else episodes, ev.seed if seed is None else seed
+        check_evaluation(episodes, seed)  # before any env, on every path (runners, team, this process)
         if _setup.team_evaluation(self.config, self.offline_data):
             out = team_metrics(self._team_play(episodes, seed))
         elif self.offline_data.multi_module:
