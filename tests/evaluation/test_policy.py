@@ -65,6 +65,8 @@ def test_predict_is_the_job_policy(checkpoints, name, dtype, shape):
     np.testing.assert_array_equal(policy.predict(obs[:1]), policy.predict(obs[0])[None])
     if name == "pendulum-mixed":
         assert np.all(np.abs(batch) <= 2.0)
+    empty = policy.predict(obs[:0])  # no observations, no actions (as the ONNX and TorchScript exports answer)
+    assert empty.dtype == dtype and empty.shape == (0, *shape[1:])
 
 
 def test_predict_needs_no_dataset_and_no_ray(checkpoints, tmp_path):

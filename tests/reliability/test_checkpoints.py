@@ -118,6 +118,7 @@ def test_a_custom_class_loads_once_the_user_allows_it(ckpt, capsys):
 
 @pytest.mark.parametrize("case,expected", [
     ("truncated", "truncated"),
+    ("truncated-small", "1,000 bytes, but algorithm.json records"),  # smaller than the weights: still "truncated"
     ("truncated-v1", "truncated, corrupted"),
     ("empty-state", "empty file"),
     ("missing-state", "missing"),
@@ -142,6 +143,8 @@ def test_a_broken_checkpoint_is_one_clear_message(ckpt, capsys, case, expected):
     data = state_file.read_bytes()
     if case == "truncated":
         state_file.write_bytes(data[: len(data) // 2])
+    elif case == "truncated-small":
+        state_file.write_bytes(data[:1000])
     elif case == "truncated-v1":
         state_file.write_bytes(data[: len(data) // 2])
         meta = _meta(ckpt)

@@ -48,6 +48,16 @@ def _is_single(space: gym.Space, obs: Any) -> bool:
     return kinds.pop()
 
 
+def _rows(space: gym.Space, obs: Any) -> int:
+    """Observations in the batch ``obs`` (its first leaf's leading size)."""
+    if isinstance(space, gym.spaces.Dict):
+        key = next(iter(space.spaces))
+        return _rows(space.spaces[key], obs[key])
+    if isinstance(space, gym.spaces.Tuple):
+        return _rows(space.spaces[0], obs[0])
+    return int(np.shape(obs)[0])
+
+
 def _as_batch(space: gym.Space, obs: Any, single: bool) -> Any:
     if isinstance(space, gym.spaces.Dict):
         return {key: _as_batch(sub, obs[key], single) for key, sub in space.spaces.items()}
@@ -79,6 +89,9 @@ class Policy:
         (``(B, 3)``) -> ``B`` actions. Discrete: int64; Box: the space's dtype, within its bounds. ``explore``:
         sample from the policy's distribution (``forward_exploration``) instead of its deterministic action."""
         single = _is_single(self.observation_space, obs)
+        if not single and _rows(self.observation_space, obs) == 0:  # an empty batch: no actions, as the exports
+            space = self.action_space
+            return np.zeros((0, *(space.shape or ())), dtype=space.dtype or np.int64)
         out = act(self.module, self.env_to_module, self.module_to_env, _as_batch(self.observation_space, obs, single),
                   explore=explore)
         actions = out[C.ACTIONS]

@@ -366,5 +366,10 @@ def load_checkpoint(path: str | Path | Checkpoint) -> Checkpoint:
     ckpt = Checkpoint(path, meta, config, obs_space, act_space,
                       _resolve_class(meta.module_class, "module", file),
                       _resolve_class(meta.learner_class, "learner", file), spaces)
-    check_module_size(file, path / STATE_FILE, ckpt.module_spec)
+    state, recorded = path / STATE_FILE, meta.files.get(STATE_FILE) or {}
+    size = state.stat().st_size if state.is_file() else 0  # a missing or empty file is named as such later
+    if size and recorded.get("bytes") not in (None, size):  # before the weights' size is judged by the config
+        raise CheckpointError(f"{state}: {size:,} bytes, but algorithm.json records "
+                              f"{recorded['bytes']:,}; the file is truncated or was replaced")
+    check_module_size(file, state, ckpt.module_spec)
     return ckpt
