@@ -44,6 +44,17 @@ def test_writes_the_file_and_its_description(capsys, ckpt, tmp_path, fmt, name):
     assert sorted(p.name for p in tmp_path.iterdir()) == [name, f"{name}.json"]  # no temporary file left
 
 
+@pytest.mark.parametrize("fmt,name,why", [
+    ("onnx", "policy.onnx.json", "the description is written beside the policy as FILE.json"),
+    ("torchscript", "policy.onnx", "a onnx file's name for a --format torchscript file"),
+    ("onnx", "policy.pt", "a torchscript file's name for a --format onnx file"),
+])
+def test_a_name_that_is_a_slip_is_refused_before_anything_is_read(capsys, ckpt, tmp_path, fmt, name, why):
+    code, _, err = _run(capsys, ckpt, "--format", fmt, "-o", tmp_path / name, "--overwrite")
+    assert code == 2 and why in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_refuses_to_overwrite_without_overwrite(capsys, ckpt, tmp_path):
     target = tmp_path / "policy.pt"
     target.write_bytes(b"keep me")
@@ -54,7 +65,7 @@ def test_refuses_to_overwrite_without_overwrite(capsys, ckpt, tmp_path):
     assert code == 0 and target.read_bytes() != b"keep me"
 
 
-@pytest.mark.parametrize("inside", ["", "algorithm.json", "policy.pt"])
+@pytest.mark.parametrize("inside", ["", "learner_group.pt", "policy.pt"])
 def test_never_writes_over_or_into_the_checkpoint(capsys, ckpt, inside):
     before = {p.name: p.read_bytes() for p in ckpt.iterdir()}
     code, _, err = _run(capsys, ckpt, "--format", "torchscript", "-o", ckpt / inside if inside else ckpt, "--overwrite")

@@ -58,7 +58,7 @@ def test_collect_with_remote_runners_and_epsilon(tmp_path, ray_session):
 def test_collect_cli(tmp_path, capsys):
     out = tmp_path / "d"
     argv = ["collect", "--env", "CartPole-v1", "--episodes", "4", "-o", str(out),
-            "--num-envs", "2", "--seed", "3", "--epsilon", "0.1", "--greedy", "--no-progress"]
+            "--num-envs", "2", "--seed", "3", "--epsilon", "0.1", "--no-progress"]
     assert main(argv) == 0
     assert "wrote" in capsys.readouterr().out
     assert len(load_episodes(out)) == 4
@@ -70,7 +70,9 @@ def test_collect_cli(tmp_path, capsys):
     assert "NoSuchEnv" in capsys.readouterr().out and not (tmp_path / "y").exists()
     # a keyword the env does not take, and a negative seed: one line each, before any env runs, nothing written
     for extra, message in ((["--env-kwargs", '{"foo": 1}'], "unexpected keyword argument 'foo'"),
-                           (["--seed", "-1"], "--seed must be >= 0")):
+                           (["--seed", "-1"], "--seed must be >= 0"),
+                           (["--greedy"], "the random policy has none"),
+                           (["--max-episode-steps", "9", "--env-kwargs", '{"max_episode_steps": 5}'], "two time limits")):
         assert main(["collect", "--env", "CartPole-v1", "--episodes", "1", "-o", str(tmp_path / "z"), *extra]) == 2
         printed = capsys.readouterr().out
         assert printed.startswith("offlinerl collect: ") and message in printed and len(printed.splitlines()) == 1

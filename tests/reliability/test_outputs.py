@@ -109,7 +109,7 @@ def test_a_file_output_never_lands_on_or_inside_what_the_command_reads(job, tmp_
         code = main([*ope, "--out", str(out), "--overwrite"])
         message = one_line(capsys, "offlinerl ope: ")
         assert code == 2 and why in message, message
-    code = main(["export", "policy", str(ckpt), "--format", "torchscript", "-o", str(data / "dataset.json"),
+    code = main(["export", "policy", str(ckpt), "--format", "torchscript", "-o", str(data / "policy.pt"),
                  "--overwrite"])
     message = one_line(capsys, "offlinerl export policy: error: ")
     assert code == 2 and "lies inside the dataset" in message, message

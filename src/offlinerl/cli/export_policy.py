@@ -45,6 +45,24 @@ def register_policy(formats: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_policy)
 
 
+#: The suffixes each format's file is usually named with (a file of one format under the other's suffix is a slip).
+_SUFFIXES = {"onnx": (".onnx",), "torchscript": (".pt", ".pth", ".ts")}
+
+
+def _suffix_problem(output: str, fmt: str) -> str | None:
+    """Why ``output`` is no name for a ``fmt`` policy file (None: fine): a ``.json`` name (the description goes
+    beside the file as ``FILE.json``, so it would overwrite an earlier export's description), or the other format's
+    suffix."""
+    suffix = output.lower().rsplit("/", 1)[-1]
+    if suffix.endswith(".json"):
+        return (f"the description is written beside the policy as FILE.json; name the {fmt} file itself, e.g. "
+                f"policy{_SUFFIXES[fmt][0]}")
+    other = next((f for f, ends in _SUFFIXES.items() if f != fmt and suffix.endswith(ends)), None)
+    if other is not None:
+        return f"a {other} file's name for a --format {fmt} file; name it e.g. policy{_SUFFIXES[fmt][0]}"
+    return None
+
+
 def run_policy(args: argparse.Namespace) -> int:
     """Exit 0 written; 1 bad checkpoint, missing optional dependency, export or write failure; 2 output refused."""
     from offlinerl.training.checkpoint import CheckpointError
@@ -52,6 +70,9 @@ def run_policy(args: argparse.Namespace) -> int:
     from offlinerl.episodes.atomic import OutputExistsError, OutputWriteError
 
     fmt = args.file_format
+    if not args.all_modules and (problem := _suffix_problem(args.output, fmt)) is not None:
+        print(f"{PROG}: error: -o {args.output}: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.all_modules:
             files = export_module_policies(args.checkpoint, args.output, fmt, overwrite=args.overwrite)

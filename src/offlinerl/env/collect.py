@@ -63,6 +63,13 @@ class CollectConfig:
             raise ValueError(f"episodes_per_round must be >= 0, got {self.episodes_per_round}")
         if self.seed is not None and self.seed < 0:
             raise ValueError(f"--seed must be >= 0 (gymnasium's reset seeds), got {self.seed}")
+        limit = self.env_kwargs.get("max_episode_steps")
+        if limit is not None and self.max_episode_steps is not None and limit != self.max_episode_steps:
+            raise ValueError(f"two time limits: --max-episode-steps {self.max_episode_steps} and --env-kwargs "
+                             f"max_episode_steps {limit}; give one")
+        if self.policy == "random" and not self.explore:
+            raise ValueError("--greedy acts with a checkpoint's deterministic action; the random policy has none "
+                             "(and greedy data records no action_logp for the importance-sampling estimators)")
 
     @property
     def inputs(self) -> list[str]:
