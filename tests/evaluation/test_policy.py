@@ -67,6 +67,10 @@ def test_predict_is_the_job_policy(checkpoints, name, dtype, shape):
         assert np.all(np.abs(batch) <= 2.0)
     empty = policy.predict(obs[:0])  # no observations, no actions (as the ONNX and TorchScript exports answer)
     assert empty.dtype == dtype and empty.shape == (0, *shape[1:])
+    broken = obs.astype(np.float64)
+    broken[2, 0] = np.nan
+    with pytest.raises(ValueError, match="the observation holds NaN"):
+        policy.predict(broken)
 
 
 def test_predict_needs_no_dataset_and_no_ray(checkpoints, tmp_path):

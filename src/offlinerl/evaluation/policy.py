@@ -48,6 +48,16 @@ def _is_single(space: gym.Space, obs: Any) -> bool:
     return kinds.pop()
 
 
+def _has_nan(obs: Any) -> bool:
+    """Whether any leaf of ``obs`` (an array, a dict or tuple of them) holds a NaN."""
+    if isinstance(obs, dict):
+        return any(_has_nan(v) for v in obs.values())
+    if isinstance(obs, (tuple, list)) and obs and not np.isscalar(obs[0]):
+        return any(_has_nan(v) for v in obs)
+    value = np.asarray(obs)
+    return value.dtype.kind in "fc" and bool(np.isnan(value).any())
+
+
 def _rows(space: gym.Space, obs: Any) -> int:
     """Observations in the batch ``obs`` (its first leaf's leading size)."""
     if isinstance(space, gym.spaces.Dict):
@@ -89,6 +99,8 @@ class Policy:
         (``(B, 3)``) -> ``B`` actions. Discrete: int64; Box: the space's dtype, within its bounds. ``explore``:
         sample from the policy's distribution (``forward_exploration``) instead of its deterministic action."""
         single = _is_single(self.observation_space, obs)
+        if _has_nan(obs):  # a NaN would pass through the network into the action: no env action is NaN
+            raise ValueError("the observation holds NaN; a policy's action for it would be NaN")
         if not single and _rows(self.observation_space, obs) == 0:  # an empty batch: no actions, as the exports
             space = self.action_space
             return np.zeros((0, *(space.shape or ())), dtype=space.dtype or np.int64)
