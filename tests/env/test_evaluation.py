@@ -78,6 +78,6 @@ def test_offline_and_online_evaluation_give_the_same_numbers():
 
 def test_evaluate_module_refuses_zero_episodes():
     space = gym.make("Pendulum-v1").observation_space
-    with pytest.raises(ValueError, match="episodes must be >= 1"):
+    with pytest.raises(ValueError, match="episodes must be between 1 and 1,000,000, got 0"):
         evaluate_module(LinearPendulumPolicy(), "Pendulum-v1", ConnectorPipeline([FlattenObservations(space)]),
                         episodes=0)
