@@ -97,3 +97,13 @@ def test_in_memory_shards_with_two_ddp_learners_and_auto_mode(ray_session, pendu
         assert all(torch.equal(w0[k], w1[k]) for k in w0)
     finally:
         algo.stop()
+
+
+def test_learners_that_cannot_all_start_are_refused_not_waited_for(ray_session, cartpole):
+    """In memory, 4 learners x 1 CPU on the session's 2-CPU Ray waited forever; now one error before any actor."""
+    from offlinerl.config_io import ConfigError
+
+    cfg = _cfg(BCConfig, num_learners=4, num_cpus_per_learner=1, data={"mode": "in_memory"})
+    with pytest.raises(ConfigError, match=r"^num_cpus_per_learner: 4 learners x 1 CPUs need 4 CPUs, the Ray cluster "
+                                          r"has 2 \(the learners would wait forever\)"):
+        Algorithm("bc", cfg, cartpole)

@@ -143,12 +143,19 @@ def check_cpus(config: AlgorithmConfig, online: OnlineConfig | None, data: Offli
     learners = cfg.num_learners * cfg.num_cpus_per_learner
     runners = 0 if online is None else (online.num_env_runners + online.num_eval_env_runners) * online.num_cpus_per_env_runner
     streaming = data.mode == "streaming"
-    if not runners and not (streaming and learners):
+    if not runners and not learners:
         return
     import ray
 
     cpus = ray.cluster_resources().get("CPU", 0)
     left = cpus - learners - runners
+    if not runners and not streaming:  # in memory: the learner actors alone must fit
+        if left < 0:
+            raise ConfigError(
+                f"num_cpus_per_learner: {cfg.num_learners} learners x {cfg.num_cpus_per_learner:g} CPUs need "
+                f"{learners:g} CPUs, the Ray cluster has {cpus:g} (the learners would wait forever); lower "
+                "num_learners or num_cpus_per_learner (e.g. 0.5)")
+        return
     if not runners and left < 1:
         raise ValueError(
             f"streaming mode with {cfg.num_learners} learners x {cfg.num_cpus_per_learner} CPUs leaves {left:g} of "
