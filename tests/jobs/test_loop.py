@@ -156,3 +156,14 @@ def test_a_plain_progress_line_shows_the_iteration_it_counts(tmp_path, capsys):
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("job:")]
     assert [line.split(",")[0] for line in lines] == ["job: 1/2 it (50%)", "job: 2/2 it (100%)"]
     assert lines[0].endswith("eval=1.0") and lines[1].endswith("eval=2.0"), lines
+
+
+def test_total_time_goes_on_across_a_resume(tmp_path):
+    """time/total_s of a resumed job starts from the kept records' last value, not from 0 (curves fold back)."""
+    run_job(Counter(), tmp_path, StopConfig(iterations=2), t_start=time.time() - 100.0, checkpoint_interval=1)
+    first = _lines(tmp_path)
+    again = Counter()
+    again.iteration, again.num_updates = 2, 20
+    run_job(again, tmp_path, StopConfig(iterations=3), t_start=time.time(), resumed=True)
+    totals = [line["time/total_s"] for line in _lines(tmp_path) if "time/total_s" in line]
+    assert totals == sorted(totals) and totals[-1] >= max(line.get("time/total_s", 0) for line in first) > 100, totals

@@ -31,7 +31,8 @@ __all__ = [
 ITERATION = "iteration"
 """Iterations run so far (every ``metrics.jsonl`` record has it)."""
 TOTAL_S = "time/total_s"
-"""Seconds from the job's start to the end of the iteration."""
+"""Seconds from the job's start to the end of the iteration (a resumed job adds its earlier runs' last value, so
+the series only grows)."""
 
 # -- the learners -------------------------------------------------------------------------------------
 UPDATES = "learner/updates"

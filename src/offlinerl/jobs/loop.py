@@ -148,6 +148,8 @@ def run_job(
         metrics.append(dict(record))
     bar = _progress_bar(progress, trainable)
     train_s = sum(float(h.get(M.ITERATION_S) or 0.0) for h in metrics.history)
+    # time/total_s goes on from where the kept records left it: a resumed job's curve against time does not fold back
+    before_s = max((float(h.get(M.TOTAL_S) or 0.0) for h in metrics.history), default=0.0) if resumed else 0.0
     first_update_s = None
     ckpt = None
     status = "FAILED"
@@ -161,7 +163,7 @@ def run_job(
             first_at = last.pop(M.FIRST_UPDATE_AT, None)
             if first_update_s is None:
                 first_update_s = now if first_at is None else first_at - t_start
-            last[M.TOTAL_S] = now
+            last[M.TOTAL_S] = before_s + now
             metrics.append(last)
             if bar is not None:
                 done = trainable.num_updates - updates_before if progress.unit == "upd" else trainable.iteration - iteration_before
