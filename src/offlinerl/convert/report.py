@@ -106,7 +106,7 @@ class ConversionReport:
         return out
 
     def text(self) -> str:
-        """The report for the console: the same lines for every format."""
+        """The report for the console: the same lines for every format (duplicates only when a recording had any)."""
         unit = self.record_unit
         lines = [
             f"{self.source_format} -> {self.output}",
@@ -119,11 +119,13 @@ class ConversionReport:
                                  f"{self.truncated_by_recording})"),
             _line("episodes quarantined", f"{self.episodes_quarantined} ({self.steps_quarantined} steps)"
                                           f"{_reasons(self.episode_reasons)}"),
-            _line("duplicates", f"{self.duplicate_episodes} episodes quarantined, {self.duplicate_records} {unit} "
-                                f"dropped as exact re-writes in {self.episodes_with_duplicates} episodes"),
             _line("observation space", self.observation_space_from),
             _line("action space", self.action_space_from),
         ]
+        if self.duplicate_episodes or self.duplicate_records:  # recordings that re-write (samplebatch, rllib)
+            lines.insert(-2, _line("duplicates", f"{self.duplicate_episodes} episodes quarantined, "
+                                                 f"{self.duplicate_records} {unit} dropped as exact re-writes in "
+                                                 f"{self.episodes_with_duplicates} episodes"))
         if self.kept_columns:
             lines.append(_line("extra columns kept", ", ".join(f"{k} ({v})" for k, v in self.kept_columns.items())))
         if self.dropped_columns:
