@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError, check, from_dict, to_dict
 from offlinerl.core.devices import DEVICE_PATTERN, is_cuda
+from offlinerl.core.metrics import MAX_EVAL_EPISODES
 from offlinerl.core.policy_mapping import AgentToModule, policy_mapping_problem
 from offlinerl.trusted import load_config_file
 from offlinerl.data.config import DataConfig
@@ -80,8 +81,8 @@ class EvaluationConfig:
     """FQE gradient steps per scored checkpoint (fqe and dr; the default is `FQEConfig`'s)."""
 
     def __post_init__(self) -> None:
-        check(1 <= self.episodes <= 1_000_000, "evaluation.episodes",
-              f"must be between 1 and 1,000,000 (offlinerl.env.evaluation.MAX_EVAL_EPISODES), got {self.episodes}")
+        check(1 <= self.episodes <= MAX_EVAL_EPISODES, "evaluation.episodes",
+              f"must be between 1 and {MAX_EVAL_EPISODES:,}, got {self.episodes}")
         check(self.seed >= 0, "evaluation.seed", f"must be >= 0 (gymnasium's reset seeds), got {self.seed}")
         check(self.interval >= 0, "evaluation.interval", f"must be >= 0, got {self.interval}")
         check(self.ope is None or self.ope in OPE_METHODS, "evaluation.ope",

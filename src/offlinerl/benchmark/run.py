@@ -31,7 +31,7 @@ from offlinerl.jobs.sweep.summary import eval_curve, mean_std
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.trusted import allow_env_packages, load_config_file
 
-__all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "BENCHMARK_FILE"]
+__all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "wall_time_text", "BENCHMARK_FILE"]
 
 BENCHMARK_FILE = "benchmark.json"
 
@@ -266,7 +266,7 @@ def _fmt_iqm(agg: dict[str, Any]) -> str:
     return f"{agg['iqm']:.1f} " + ("[n/a]" if ci is None else f"[{ci[0]:.1f}, {ci[1]:.1f}]")
 
 
-def _wall(summary: dict[str, Any]) -> str:
+def wall_time_text(summary: dict[str, Any]) -> str:
     """``"123 s of wall time"``, and how much of it went to making the datasets where the summary knows."""
     data = summary.get("data_time_s")
     return (f"{summary['wall_time_s']:,.0f} s of wall time"
@@ -300,7 +300,7 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     published = summary["published_family"]
     if published:
         lines.append("| published family mean | " + " | ".join(_fmt(published.get(a)) for a in algorithms) + " |")
-    wall = "" if summary["wall_time_s"] is None else f"; this invocation took {_wall(summary)}"
+    wall = "" if summary["wall_time_s"] is None else f"; this invocation took {wall_time_text(summary)}"
     runs = f"{summary['runs']} run" + ("" if summary["runs"] == 1 else "s")
     lines += ["", f"{runs}, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
               f"start-up excluded){wall}."]

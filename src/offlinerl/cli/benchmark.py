@@ -78,7 +78,7 @@ _SPEC_OPTIONS = {"algorithms": "--algorithms", "seeds": "--seeds", "vectorize": 
 def run(args: argparse.Namespace) -> int:
     from offlinerl.config_io import ConfigError
     from offlinerl.algorithms.registry import algorithm_names
-    from offlinerl.benchmark.run import BenchmarkSpec, run_benchmark
+    from offlinerl.benchmark.run import BenchmarkSpec, run_benchmark, wall_time_text
     from offlinerl.benchmark.suites import get_suite
     from offlinerl.jobs.sweep.plan import parse_seeds
 
@@ -130,10 +130,8 @@ def run(args: argparse.Namespace) -> int:
         return 130
     root = Path(args.resume or out)
     print((root / "scores.md").read_text().rstrip())
-    data = summary.get("data_time_s")
     print(f"benchmark directory: {root}  (scores.md, scores.csv, scores.json, curves.png, sweeps/); "
-          f"{summary['wall_time_s']:.0f} s of wall time"
-          + ("" if data is None or data < 0.5 else f", {data:.0f} s of it making the datasets"))
+          f"{wall_time_text(summary)}")
     missing = [k for k, c in summary["cells"].items() if not c["runs"] and not c["skipped"]]
     if missing:
         print(f"offlinerl benchmark: no finished run for {', '.join(missing)}", file=sys.stderr)

@@ -21,7 +21,8 @@ import numpy as np
 __all__ = [
     "ITERATION", "UPDATES", "FIRST_UPDATE_AT", "LOSSES", "loss", "grad_norm", "is_loss", "loss_term",
     "UPDATES_PER_S", "SAMPLES_PER_S", "ITERATION_S", "UPDATE_S", "SAMPLE_S", "REPLAY_ADD_S", "TOTAL_S",
-    "EVAL", "EVAL_RETURN_MEAN", "EVAL_RETURN_STD", "EVAL_LENGTH_MEAN", "EVAL_EPISODES", "episode_metrics",
+    "EVAL", "EVAL_RETURN_MEAN", "EVAL_RETURN_STD", "EVAL_LENGTH_MEAN", "EVAL_EPISODES", "MAX_EVAL_EPISODES",
+    "episode_metrics",
     "ENV_STEPS", "REPLAY_SIZE", "WEIGHTS_SEQ_NO", "POLICY_HELD", "GATE_ENV_STEPS", "CANDIDATE_RETURN",
     "DEPLOYED_RETURN", "GATE_DIFF", "GATE_DIFF_SE", "PROMOTED", "PROMOTIONS",
     "RUNNER_EPISODE", "RUNNER_ENV_STEPS", "RUNNER_RESTARTS",
@@ -81,6 +82,9 @@ EVAL_RETURN_MEAN = f"{EVAL}/return_mean"
 EVAL_RETURN_STD = f"{EVAL}/return_std"
 EVAL_LENGTH_MEAN = f"{EVAL}/length_mean"
 EVAL_EPISODES = f"{EVAL}/episodes"
+MAX_EVAL_EPISODES = 1_000_000
+"""Most episodes one evaluation plays (``evaluation.episodes``, ``--episodes``): far more than any estimate needs,
+and a typo (a few extra zeros) is refused instead of filling memory with per-episode seeds and results."""
 
 
 def episode_metrics(returns: Sequence[float], lengths: Sequence[int], prefix: str) -> dict[str, float]:

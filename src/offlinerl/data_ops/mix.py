@@ -189,7 +189,7 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
                               "--source-column")
         common[config.source_column] = {"dtype": "string", "shape": []}
         dropped = [d for d in dropped if d != config.source_column]
-    summaries = [summarise(p, desc=f"mix: {n}") for p, n in zip(paths, names)]
+    summaries = [summarise(p, desc=f"mix: {n}", info=i) for p, n, i in zip(paths, names, infos)]
     tables = [s.episodes() for s in summaries]
     all_ids = np.concatenate([t.ids for t in tables])
     prefix = len(np.unique(all_ids.astype(str))) < len(all_ids)

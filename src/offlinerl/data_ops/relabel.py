@@ -235,7 +235,7 @@ def relabel_dataset(path: str | Path, out: str | Path, config: RelabelConfig, *,
                 terminal.evaluate(_one_step(obs_width, act_width))  # a type error here, not in a Ray task
             except DataOpError as exc:
                 raise DataOpError(f"--terminal-when: agent {agent!r}: {exc}" if agent is not None else str(exc)) from None
-    summary = summarise(path, desc="relabel")
+    summary = summarise(path, desc="relabel", info=info)
     episodes = summary.episodes()
     factor = 1.0
     if config.return_range is not None:

@@ -152,7 +152,7 @@ def filter_dataset(path: str | Path, out: str | Path, config: FilterConfig, *, o
                       booleans=("terminated", "truncated"))
     rank = parse(config.rank_by, names=WHERE_NAMES, columns=step_columns(info), what="--rank-by")
     used = (where.aggregates if where else frozenset()) | rank.aggregates
-    summary = summarise(path, columns=sorted({c for _, c in used}), desc="filter")
+    summary = summarise(path, columns=sorted({c for _, c in used}), desc="filter", info=info)
     episodes = summary.episodes()
     for agg, column in sorted(used):
         if f"{agg}({column})" not in episodes.values:
@@ -226,16 +226,15 @@ def sample_dataset(path: str | Path, out: str | Path, config: SampleConfig, *, o
     path = Path(path)
     inputs = [path] + ([Path(config.match_returns)] if config.match_returns else [])
     check_out(out, overwrite, inputs)
-    for p in inputs:  # both, before either pass
-        check_input(p)
-    summary = summarise(path, desc="sample")
+    infos = [check_input(p) for p in inputs]  # both, before either pass
+    summary = summarise(path, desc="sample", info=infos[0])
     episodes = summary.episodes()
     n = len(episodes)
     count = min(n, config.episodes) if config.episodes is not None else min(n, max(1, round(config.fraction * n)))
     rng = np.random.default_rng(config.seed)
     report: dict = {}
     if config.match_returns:
-        target = summarise(config.match_returns, desc="sample: target").episodes()
+        target = summarise(config.match_returns, desc="sample: target", info=infos[1]).episodes()
         if not len(target):
             raise DataOpError(f"sample: --match-returns {config.match_returns} has no episodes")
         picked, short = _matched(episodes.returns, target.returns, count, config.bins, rng)

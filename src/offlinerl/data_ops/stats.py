@@ -171,7 +171,7 @@ def dataset_card(path: str | Path, config: StatsConfig = StatsConfig()) -> dict[
         base = dataset_stats(path)
     except StatsError as exc:
         raise DataOpError(str(exc)) from None
-    summary = summarise(path, columns=[column] if column else (), desc="stats: sources")
+    summary = summarise(path, columns=[column] if column else (), desc="stats: sources", info=info)
     episodes = summary.episodes()
     coverage, histograms = _coverage(path, info, base, config)
     return {**base, "path": str(path), "fingerprint": summary.fingerprint,

@@ -192,11 +192,13 @@ class Summary:
 
 
 def summarise(path: str | Path, *, columns: Sequence[str] = (), content: bool = False,
-              desc: str = "reading") -> Summary:
+              desc: str = "reading", info: DatasetInfo | None = None) -> Summary:
     """The :class:`Summary` of the dataset at ``path`` (Ray is started if needed). Raises
-    :class:`~offlinerl.data_ops.errors.DataOpError` for a file that cannot be read or a column it lacks."""
+    :class:`~offlinerl.data_ops.errors.DataOpError` for a file that cannot be read or a column it lacks.
+    ``info``: what :func:`check_input` returned for ``path`` in an operation that checked it up front (not checked
+    again); None: checked here."""
     path = Path(path)
-    info = check_input(path)
+    info = check_input(path) if info is None else info
     known = step_columns(info)
     for c in columns:
         if c not in known:

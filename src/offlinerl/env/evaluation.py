@@ -32,9 +32,7 @@ from offlinerl.trusted import make_env
 __all__ = ["evaluate_module", "module_episodes", "run_episodes", "episode_metrics", "check_evaluation",
            "MAX_EVAL_EPISODES"]
 
-#: Most episodes one evaluation plays: far more than any estimate needs, and a typo (an extra few zeros) is refused
-#: instead of filling memory with per-episode seeds and results.
-MAX_EVAL_EPISODES = 1_000_000
+MAX_EVAL_EPISODES = M.MAX_EVAL_EPISODES  # here too: where evaluation's callers look for it
 
 
 def check_evaluation(episodes: int, seed: int) -> None:

@@ -106,7 +106,7 @@ def _checkpoint_eval(path: str | None) -> _CheckpointEval | None:
         meta = load_checkpoint(path).meta
     except CheckpointError:
         return None
-    ret, episodes = meta.last_eval.get(M.EVAL_RETURN_MEAN), meta.last_eval.get(f"{M.EVAL}/episodes")
+    ret, episodes = meta.last_eval.get(M.EVAL_RETURN_MEAN), meta.last_eval.get(M.EVAL_EPISODES)
     if ret is None or not episodes:
         return None
     seed = (meta.config.get("evaluation") or {}).get("seed", EvaluationConfig.seed)

@@ -26,10 +26,9 @@ checkpoints), never Tune's pickled experiment state.
 ``summary`` (the tables and the plot).
 """
 
-from offlinerl.jobs.sweep.plan import (SWEEP_FILE, SweepSpec, Trial, parse_grid, parse_seeds,
-                                      plan_trials)
+from offlinerl.jobs.sweep.plan import SWEEP_FILE, SweepSpec, Trial, parse_grid, parse_seeds, plan_trials
 from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.jobs.sweep.trials import NotVectorizable, resume_sweep, run_sweep
 
-__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "run_sweep",
-           "resume_sweep", "summarize", "SWEEP_FILE", "NotVectorizable"]
+__all__ = ["SweepSpec", "Trial", "parse_grid", "parse_seeds", "plan_trials", "run_sweep", "resume_sweep", "summarize",
+           "SWEEP_FILE", "NotVectorizable"]
