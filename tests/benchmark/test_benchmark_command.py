@@ -56,6 +56,9 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
         for seed, run in enumerate(cell["runs"]):  # --set reached every run, over the recipe's own value
             trial = yaml.safe_load((sweeps / pair / "trials" / run["trial"] / "config.yaml").read_text())
             assert trial["config"]["lr"] == 5e-4 and trial["config"]["seed"] == seed
+            # one run at a time on the session's 2 CPUs: each run's learner trains on both (the recipes ask for 1)
+            assert trial["config"]["num_cpus_per_learner"] == 2
+    assert "1 run(s) at a time on 2 CPUs: runs started now train on 2 torch thread(s)" in captured.out
     random, best = marwil["anchors"]
     card = json.loads((Path(json.loads((out / "benchmark.json").read_text())["datasets"]["pendulum"]) / "card.json").read_text())
     assert (random, best) == (card["random_return"], card["best_return"])
@@ -81,6 +84,18 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
     before = (out / "scores.md").read_text().split("\n\n")[1]
     assert main(["benchmark", "--resume", str(out), "--no-progress"]) == 0
     assert (out / "scores.md").read_text().split("\n\n")[1] == before
+
+
+def test_the_runs_at_once_share_the_machines_cpus_unless_told():
+    """One run at a time on 2 CPUs trains on both; 4 at once on 16 on 4 each; the sweep's default concurrency (one
+    per two CPUs) where none is given; a --set of the learners' CPUs is left alone."""
+    from offlinerl.benchmark.run import learner_threads
+
+    assert learner_threads([], None, 2) == (1, 2) and learner_threads([], 1, 2) == (1, 2)
+    assert learner_threads([], 2, 2) == (2, 1) and learner_threads([], 4, 16) == (4, 4)
+    assert learner_threads(["config.lr=1e-3"], None, 16) == (8, 2) and learner_threads([], 3, 2) == (3, 1)
+    assert learner_threads(["config.num_cpus_per_learner=1"], None, 2) is None
+    assert learner_threads(["config.num_learners=2"], 1, 8) is None
 
 
 def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
