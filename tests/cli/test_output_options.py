@@ -49,3 +49,18 @@ def test_ctrl_c_in_any_command_is_one_line_and_exit_130(tmp_path, capsys):
         signal.signal(signal.SIGINT, previous)
     assert capsys.readouterr().err.strip().splitlines()[-1] == "offlinerl convert table: interrupted"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_closed_stdout_ends_any_command_quietly_with_exit_141(capsys, monkeypatch):
+    """`offlinerl inspect D | head -1` whose reader has gone: a BrokenPipeError traceback before (only the data ops
+    had their own handler); now any command ends as a C tool killed by SIGPIPE would, 128 + 13."""
+    import os
+    import sys
+
+    read, write_end = os.pipe()
+    os.close(read)
+    with open(write_end, "w") as pipe:
+        monkeypatch.setattr(sys, "stdout", pipe)
+        assert main(["inspect", "datasets/cartpole-mixed", "-q"]) == 141
+        monkeypatch.undo()
+    assert capsys.readouterr().err.strip() == ""

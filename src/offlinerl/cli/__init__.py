@@ -103,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     with configured(level, prefix), _ray_address(getattr(args, "address", None)):
         try:
             code = int(args.func(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        except BrokenPipeError:  # `| head`: the reader has gone, as a SIGPIPE would end a C tool (128 + 13)
+            if not _stdout_closed():
+                raise
+            code = 141
         except KeyboardInterrupt:  # Ctrl-C where the command has no handler of its own: one line, not a traceback
             print(f"{prefix}: interrupted", file=sys.stderr)
             code = 130
@@ -115,6 +120,25 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the console command: Ray stops here, where a Ctrl-C is one line, not in an atexit traceback
         code = _stop_ray(prefix, code)
     return code
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the BrokenPipeError was ours, not some socket's); then stdout
+    points at /dev/null, so the interpreter's flush at exit finds no broken pipe to complain about."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(events & select.POLLERR for _, events in poller.poll(0)):
+            return False
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor: nothing will flush to a pipe
+        pass
+    return True
 
 
 def _stop_ray(prefix: str, code: int) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -290,21 +289,6 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # writers remove their temporary outputs: nothing was written
         print(f"{prefix}: interrupted", file=sys.stderr)
         return 130
-    try:
-        for line in lines:
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `| head`: the reader has gone, as a SIGPIPE would end a C tool (128 + 13)
-        _silence_stdout()
-        return 141
+    for line in lines:  # a closed stdout (`| head`) is exit 141 (offlinerl.cli.main)
+        print(line)
     return 0
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's flush at exit finds no broken pipe to complain about."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # a stdout without a file descriptor: nothing will flush to a pipe
-        pass
