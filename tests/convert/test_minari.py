@@ -182,3 +182,12 @@ def test_rllib_recording_to_minari_keeps_env_spec(shared_fixtures, minari_root, 
         np.testing.assert_array_equal(ep.actions, their.actions)
         np.testing.assert_array_equal(ep.rewards, their.rewards)
         assert bool(their.terminations[-1]) == ep.terminated and not their.truncations.any()
+
+
+def test_a_multi_agent_dataset_is_refused_not_flattened(minari_root, capsys):
+    """The shipped spread dataset (3 agents per team episode) came out as 3x the episodes, anonymous and unpaired;
+    a Minari dataset holds one agent's episodes, so the export refuses it before anything is written."""
+    assert run_cli(["export", "minari", "datasets/spread-mixed", "--dataset-id", "team/spread-v0"]) == 2
+    err = capsys.readouterr().err
+    assert "datasets/spread-mixed: a multi-agent dataset (rows of 3 agents: agent_0, agent_1, agent_2)" in err
+    assert not (minari_root / "team").exists()

@@ -431,6 +431,21 @@ def iter_episodes(path: str | Path, info: DatasetInfo) -> Iterator[SingleAgentEp
         yield SingleAgentEpisode.concat(pending)
 
 
+def check_single_agent(path: str | Path, info: DatasetInfo) -> None:
+    """``MinariError`` when the dataset's rows are several agents' (an ``agent_id`` per row, or agents of different
+    spaces): a Minari dataset holds one agent's episodes, so an export would lose which agent acted in a row and
+    which rows make one team episode, and pad every agent into one space."""
+    agents: set[str] = set(info.agent_spaces or ())
+    for f in parquet_files(path) if not agents else ():
+        if S.AGENT_ID in pq.read_schema(f).names:
+            agents |= {a for a in pq.read_table(f, columns=[S.AGENT_ID]).column(0).to_pylist() if a is not None}
+    if agents:
+        named = ", ".join(sorted(agents)[:3]) + (", ..." if len(agents) > 3 else "")
+        raise MinariError(f"{path}: a multi-agent dataset (rows of {len(agents)} agents: {named}); a Minari dataset "
+                          "holds one agent's episodes, so the export would lose which agent acted and which rows "
+                          "make one team episode: not exported")
+
+
 def export_minari(
     path: str | Path,
     dataset_id: str,
@@ -458,6 +473,7 @@ def export_minari(
     except ValueError as exc:
         raise MinariError(str(exc)) from exc
     info = read_info(path)
+    check_single_agent(path, info)
     target = Path(root) / dataset_id if root is not None else Path(get_dataset_path(dataset_id))
     env_spec = None
     if info.env_spec:
