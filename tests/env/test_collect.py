@@ -64,16 +64,16 @@ def test_collect_cli(tmp_path, capsys):
     assert len(load_episodes(out)) == 4
     assert json.loads((out / "dataset.json").read_text())["provenance"]["epsilon"] == 0.1
     assert main(argv) == 2  # exists
-    assert "already exists" in capsys.readouterr().out
+    assert "already exists" in capsys.readouterr().err
     assert main(["collect", "--env", "CartPole-v1", "--episodes", "0", "-o", str(tmp_path / "x")]) == 2
     assert main(["collect", "--env", "NoSuchEnv-v0", "--episodes", "1", "-o", str(tmp_path / "y")]) == 2
-    assert "NoSuchEnv" in capsys.readouterr().out and not (tmp_path / "y").exists()
+    assert "NoSuchEnv" in capsys.readouterr().err and not (tmp_path / "y").exists()
     # a keyword the env does not take, and a negative seed: one line each, before any env runs, nothing written
     for extra, message in ((["--env-kwargs", '{"foo": 1}'], "unexpected keyword argument 'foo'"),
                            (["--seed", "-1"], "--seed must be >= 0"),
                            (["--greedy"], "the random policy has none"),
                            (["--max-episode-steps", "9", "--env-kwargs", '{"max_episode_steps": 5}'], "two time limits")):
         assert main(["collect", "--env", "CartPole-v1", "--episodes", "1", "-o", str(tmp_path / "z"), *extra]) == 2
-        printed = capsys.readouterr().out
+        printed = capsys.readouterr().err
         assert printed.startswith("offlinerl collect: ") and message in printed and len(printed.splitlines()) == 1
         assert not (tmp_path / "z").exists()

@@ -48,6 +48,12 @@ def test_a_team_of_different_spaces_from_collect_to_finetune(tmp_path, capsys):
     assert "kept 6 of 12 episodes" in out and ": 6 episodes (12 agent episodes)," in out, out
     top = read_info(tmp_path / "top")
     assert top.agent_spaces == info.agent_spaces and top.num_rows == 12 and validate_dataset(tmp_path / "top").ok
+    code, out, err = _run(capsys, "data", "mix", data, tmp_path / "top", "-o", tmp_path / "mixed")
+    assert code == 0, out + err
+    assert ": 18 episodes (36 agent episodes)," in out, out  # said "36 episodes": the agents' rows, unlike its inputs
+    # a Minari dataset holds one agent's episodes: refused, not the speaker padded into the listener's spaces
+    code, out, err = _run(capsys, "export", "minari", data, "--dataset-id", "team/sl-v0", "--root", tmp_path / "m")
+    assert code == 2 and "a multi-agent dataset (rows of 2 agents" in err and not (tmp_path / "m").exists()
 
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump({

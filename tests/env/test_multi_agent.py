@@ -88,6 +88,10 @@ def test_collect_records_every_agents_episode(tmp_path, capsys):
     code, _, err = _run(capsys, "collect", "--env", SPREAD, "--episodes", 1, "--max-episode-steps", 5, "-o",
                         tmp_path / "c", "--no-progress")
     assert code == 2 and "max_cycles" in (err + _)
+    # a vector width the team loop has no use for was ignored without a word (rc 0)
+    code, _, err = _run(capsys, "collect", "--env", SPREAD, "--episodes", 1, "--num-envs", 2, "-o", tmp_path / "c",
+                        "--no-progress")
+    assert code == 2 and "--num-envs is a gymnasium env's vector width" in err and not (tmp_path / "c").exists()
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -281,8 +281,8 @@ def test_a_read_only_or_full_disk_is_one_message_and_leaves_nothing(job, tmp_pat
         finally:
             mount.chmod(0o755)
         assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-        assert proc.stdout.startswith(f"offlinerl collect: {mount / 'ds'}: cannot write: permission denied (EACCES); "
-                                      "nothing was left half-written") and proc.stdout.count("\n") == 1, proc.stdout
+        assert proc.stderr.startswith(f"offlinerl collect: {mount / 'ds'}: cannot write: permission denied (EACCES); "
+                                      "nothing was left half-written") and proc.stderr.count("\n") == 1, proc.stderr
         assert list(mount.iterdir()) == [] and {"data": tree(data), "run": tree(run)} == before
         return
     ope = ["ope", str(run / "checkpoints" / "final"), "--dataset", str(data), "--method", "fqe", "--fqe-updates",

@@ -165,7 +165,7 @@ def test_collect_onto_its_policy_checkpoint(tmp_path, capsys):
     for out, why in ((ckpt, "is an input of this command"), (tmp_path / "runs", "holds the input")):
         rc = main(["collect", "--env", "CartPole-v1", "--episodes", "1", "--policy", str(ckpt), "-o", str(out),
                    "--overwrite", "--no-progress"])
-        text = capsys.readouterr().out
+        text = capsys.readouterr().err
         assert rc == 2 and text.startswith("offlinerl collect: ") and why in text, text
         assert snapshot(tmp_path) == before
 

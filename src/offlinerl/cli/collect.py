@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from offlinerl.cli.common import add_env_kwargs_option, overwrite_help
 from offlinerl.trusted import is_pettingzoo
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         )
         check_output(config.output, config.overwrite, kind="dataset", inputs=config.inputs)  # before any work
     except (ValueError, OutputExistsError) as exc:
-        print(f"offlinerl collect: {exc}")
+        print(f"offlinerl collect: {exc}", file=sys.stderr)
         return 2
     if config.policy == "random" and not is_pettingzoo(config.env):  # a checkpoint's policy checks its env itself
         from offlinerl.env.env_check import EnvMismatchError, check_env_makes
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         try:  # an unknown id or a keyword the env does not take: one line now, not a traceback from a runner
             check_env_makes(config.env, config.env_kwargs)
         except EnvMismatchError as exc:
-            print(f"offlinerl collect: {exc}")
+            print(f"offlinerl collect: {exc}", file=sys.stderr)
             return 2
     if config.num_env_runners > 0 or args.address:
         from offlinerl.ray_utils import init_ray
@@ -82,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
                 team = {"policy_factory": factory, "policy_info": provenance}
             info = collect_team(config, progress=not args.no_progress, **team)
         except (CheckpointError, EnvMismatchError, OutputWriteError, RuntimeError) as exc:  # e.g. a runner died twice
-            print(f"offlinerl collect: {exc}")
+            print(f"offlinerl collect: {exc}", file=sys.stderr)
             return 1
         except (OutputExistsError, FileNotFoundError, ValueError) as exc:
-            print(f"offlinerl collect: {exc}")
+            print(f"offlinerl collect: {exc}", file=sys.stderr)
             return 2
         return _summary(args, config, info)
     if config.policy != "random":
@@ -96,16 +97,16 @@ def run(args: argparse.Namespace) -> int:
         try:
             policy, connectors, info = checkpoint_policy(config.policy, env=config.env, env_kwargs=config.env_kwargs)
         except (CheckpointError, EnvMismatchError) as exc:  # a bad --policy: exit 1, as evaluate and finetune
-            print(f"offlinerl collect: {exc}")
+            print(f"offlinerl collect: {exc}", file=sys.stderr)
             return 1
         factories = {"policy_factory": policy, "connectors_factory": connectors, "policy_info": info}
     try:
         info = collect(config, progress=not args.no_progress, **factories)
     except OutputWriteError as exc:  # a read-only or full disk: one line, nothing half-written left
-        print(f"offlinerl collect: {exc}")
+        print(f"offlinerl collect: {exc}", file=sys.stderr)
         return 1
     except (OutputExistsError, FileNotFoundError, ValueError, gym.error.Error) as exc:
-        print(f"offlinerl collect: {exc}")
+        print(f"offlinerl collect: {exc}", file=sys.stderr)
         return 2
     return _summary(args, config, info)
 

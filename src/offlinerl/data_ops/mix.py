@@ -217,7 +217,8 @@ def mix_datasets(paths: Sequence[str | Path], out: str | Path, config: MixConfig
     per_source = {n: {"episodes": int(m.sum()), "steps": int(t.lengths[m].sum()),
                       "return_mean": float(t.returns[m].mean()) if m.any() else None}
                   for n, t, m in zip(names, tables, chosen)}
-    report = {"sources": per_source, "ids_prefixed": bool(prefix), "columns_dropped": dropped}
+    report = {"sources": per_source, "episodes_out": sum(s["episodes"] for s in per_source.values()),
+              "ids_prefixed": bool(prefix), "columns_dropped": dropped}
     transforms = [MixRows(ids=frozenset(t.ids[m].tolist()), prefix=f"{n}/" if prefix else "", source=n,
                           column=config.source_column) for n, t, m in zip(names, tables, chosen)]
     params = {"names": names, "weights": list(config.weights) if config.weights else None, "by": config.by,

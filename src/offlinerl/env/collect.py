@@ -210,6 +210,9 @@ def collect_team(config: CollectConfig, progress: bool = True, *, policy: Any = 
     if config.max_episode_steps is not None:
         raise ValueError(f"{config.env}: a PettingZoo env's time limit is one of its own kwargs (e.g. MPE's "
                          "max_cycles in --env-kwargs), not max_episode_steps")
+    if config.num_envs != 1:
+        raise ValueError(f"{config.env}: --num-envs is a gymnasium env's vector width; a PettingZoo env runs one env "
+                         "per runner (use --num-env-runners N)")
     if policy is not None and config.num_env_runners:
         raise ValueError(f"{config.env}: a live joint policy is played in this process (num_env_runners=0); "
                          "runners rebuild config.policy (random or a checkpoint path)")
