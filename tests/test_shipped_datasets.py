@@ -56,4 +56,8 @@ def _check_team_card(path, card, stats) -> None:
     assert card["return_mean"] == pytest.approx(sum(values) / len(values), rel=1e-4)
     assert card["return_min"] == pytest.approx(min(values), rel=1e-4)
     assert card["return_max"] == pytest.approx(max(values), rel=1e-4)
+    # inspect's team numbers are the card's (its episodes/returns lines count agent episodes)
+    assert stats["team"]["episodes"] == card["num_episodes"]
+    for key in ("mean", "min", "max"):
+        assert stats["team"]["returns"][key] == pytest.approx(card[f"return_{key}"], rel=1e-4)
     assert card.get("levels"), f"{path}: no behaviour levels listed"

@@ -178,3 +178,15 @@ def test_inspect_summarises_each_agent_in_its_own_spaces(tmp_path):
         assert act["histogram"] == {str(v): int((actions == v).sum()) for v in np.unique(actions)}
     text = format_stats(stats)
     assert "agent speaker: observations (obs[:T] of its rows):\n  Box(-1.0, 1.0, (3,), float32)" in text
+    # the team's episodes first, in the unit collect and the data ops count: returns summed over agents, the
+    # longest agent's steps; then the agents' episodes
+    team: dict[str, list] = {}
+    for e in episodes:
+        t = team.setdefault(e.id, [0.0, 0])
+        t[0], t[1] = t[0] + float(np.sum(e.rewards, dtype=np.float64)), max(t[1], len(e))
+    returns = [t[0] for t in team.values()]
+    assert stats["team"]["episodes"] == len(team) and stats["episodes"] == len(episodes)
+    assert stats["team"]["returns"]["mean"] == pytest.approx(np.mean(returns), rel=1e-6)
+    assert stats["team"]["lengths"]["max"] == max(t[1] for t in team.values())
+    assert f"  team episodes {len(team)} ({len(episodes)} agent episodes)\n  team returns mean " in text
+    assert f"\n  agent episodes {len(episodes)} (rows " in text

@@ -227,6 +227,7 @@ def dataset_stats(path: str | Path, *, local: bool = False) -> dict[str, Any]:
     terminated = sum(1 for e in episodes.values() if e[2])
     truncated = sum(1 for e in episodes.values() if e[3] and not e[2])
     return {
+        "team": _team_stats(episodes),
         "path": str(path),
         "env_id": info.env_id,
         "observation_space": space_to_json(info.observation_space),
@@ -250,6 +251,25 @@ def dataset_stats(path: str | Path, *, local: bool = False) -> dict[str, Any]:
         "fingerprint": info.fingerprint,
         "lineage": info.lineage,
     }
+
+
+def _team_stats(episodes: dict[tuple, list]) -> dict[str, Any] | None:
+    """Of a multi-agent dataset (rows with an ``agent_id``), its team episodes: their number, returns (the agents'
+    returns summed, as ``collect`` and the evaluations report them) and lengths (the longest agent's steps, the
+    env's steps); ``None`` when no row names an agent. ``episodes``: ``(episode id, agent id) -> [return, steps,
+    ...]``, as ``dataset_stats`` sums them."""
+    teams: dict[Any, list] = {}
+    for (episode_id, agent), (ret, steps, *_) in episodes.items():
+        if agent is None:
+            return None
+        team = teams.setdefault(episode_id, [0.0, 0])
+        team[0] += ret
+        team[1] = max(team[1], steps)
+    if not teams:
+        return None
+    returns = np.array([t[0] for t in teams.values()], dtype=np.float64)
+    lengths = np.array([t[1] for t in teams.values()], dtype=np.float64)
+    return {"episodes": len(teams), "returns": _distribution(returns), "lengths": _distribution(lengths)}
 
 
 def _own(acc: dict[str, Any], agent: str, space: gym.Space) -> dict[str, Any]:
@@ -291,19 +311,32 @@ def _format_leaves(title: str, leaves: list[dict[str, Any]], max_dims: int) -> l
     return lines
 
 
+def _distribution_lines(stats: dict[str, Any], prefix: str, notes: dict[str, str]) -> list[str]:
+    """One line each for ``stats``' return and length distributions, named ``prefix + name``."""
+    lines = []
+    for name in ("returns", "lengths"):
+        d, label = stats[name], prefix + name
+        if d is None:
+            lines.append(f"  {label:<8} (no episodes)")
+            continue
+        cells = "  ".join(f"{k} {_g(v)}" for k, v in d.items() if k not in ("mean", "std"))
+        lines.append(f"  {label:<8} mean {_g(d['mean'])} ± {_g(d['std'])}   {cells}{notes.get(name, '')}")
+    return lines
+
+
 def format_stats(stats: dict[str, Any], max_dims: int = 16) -> str:
     """A readable text summary of :func:`dataset_stats`' result."""
     lines = [f"dataset {stats['path']}" + (f"  (env {stats['env_id']})" if stats["env_id"] else "")]
-    lines.append(f"  episodes {stats['episodes']:,} (rows {stats['rows']:,}), steps {stats['steps']:,}; "
+    team = stats.get("team")
+    if team:  # multi-agent: the team's episodes first, in the unit collect, evaluate and the data ops count
+        lines.append(f"  team episodes {team['episodes']:,} ({stats['episodes']:,} agent episodes)")
+        lines += _distribution_lines(team, "team ", {"returns": " (the agents' returns summed)",
+                                                     "lengths": " (env steps)"})
+    what = "agent episodes" if team else "episodes"
+    lines.append(f"  {what} {stats['episodes']:,} (rows {stats['rows']:,}), steps {stats['steps']:,}; "
                  f"terminated {stats['terminated']:,}, truncated {stats['truncated']:,}, "
                  f"neither {stats['neither']:,}")
-    for name in ("returns", "lengths"):
-        d = stats[name]
-        if d is None:
-            lines.append(f"  {name:<8} (no episodes)")
-            continue
-        cells = "  ".join(f"{k} {_g(v)}" for k, v in d.items() if k not in ("mean", "std"))
-        lines.append(f"  {name:<8} mean {_g(d['mean'])} ± {_g(d['std'])}   {cells}")
+    lines += _distribution_lines(stats, "agent " if team else "", {})
     agents = stats.get("agents")
     if agents:  # agents of different spaces: each in its own, not the padded storage columns
         for agent, own in agents.items():
