@@ -125,3 +125,25 @@ def test_a_sweep_trial_joins_the_cluster_only_when_its_job_needs_ray(pendulum, t
     assert _needs_ray({**spec, "overrides": ["config.num_learners=1"]}, run)
     assert _needs_ray({**spec, "overrides": ["config.data.mode=streaming"]}, run)
     assert _needs_ray({**spec, "job": "missing.yaml"}, run)  # what cannot be read here joins, as before
+
+
+def test_an_interrupted_vectorised_trial_starts_again_without_joining(tmp_path):
+    """A vectorised sweep point killed mid-run left its run directory (config.yaml, the seeds' checkpoints): the
+    retry read it as a resumable single run, failed, joined the cluster, and `train` then refused num_seeds with an
+    address, so the point never trained again. It starts afresh from the job file, in its own process."""
+    from offlinerl.cli import main
+    from offlinerl.jobs.sweep.trials import _needs_ray, _trial_command
+
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps({"algorithm": "bc", "dataset": str(REPO / "datasets" / "cartpole-mixed"),
+                               "config": {"updates_per_iteration": 10, "evaluation": {"interval": 0}},
+                               "stop": {"updates": 20}, "checkpoint_interval": 1}))
+    run = tmp_path / "trials" / "000"
+    overrides = ["config.num_seeds=2", "config.seed=0"]
+    assert main(["train", str(job), "-o", str(run), "--no-progress", *[a for o in overrides for a in ("--set", o)]]) == 0
+    (run / "result.json").unlink()  # as if killed before the end
+    spec = {"workdir": str(tmp_path), "job": "job.yaml", "overrides": overrides}
+    assert not _needs_ray(spec, run)
+    command = _trial_command(spec, run)
+    assert "--resume" not in command and command[-4:] == ["--set", overrides[0], "--set", overrides[1]]
+    assert not run.exists()  # ours, inside trials/: removed for the fresh start

@@ -45,17 +45,23 @@ LOCK_WAIT_S = 300.0
 def _trial_command(spec: dict[str, Any], run: Path) -> list[str]:
     """``offlinerl train`` for a fresh trial, ``train --resume`` for one with a checkpoint (whose config.yaml
     holds its tracking group already); a fresh trial's W&B / MLflow runs are grouped by ``spec["group"]``."""
-    from offlinerl.jobs.run_dir import latest_checkpoint
-
     base = [sys.executable, "-m", "offlinerl", "train", "--no-progress"]
-    if (run / "config.yaml").is_file() and latest_checkpoint(run) is not None:
+    if _resumes(run):
         return [*base, "--resume", str(run)]
-    if run.exists():  # started but stopped before its first checkpoint: ours (inside trials/), start again
+    if run.exists():  # stopped before its first checkpoint, or a vectorised run: ours (inside trials/), start again
         shutil.rmtree(run)
     sets = [a for o in spec["overrides"] for a in ("--set", o)]
     if spec.get("group"):
         sets += ["--set", f"logging.group={json.dumps(spec['group'])}"]
     return [*base, spec["job"], "-o", str(run), "--skip-validation", *sets]
+
+
+def _resumes(run: Path) -> bool:
+    """Whether the trial's ``offlinerl train`` resumes ``run`` (it holds a job's config and a checkpoint); else it
+    starts afresh from the sweep's job file (an interrupted vectorised run's seeds, for one, start again)."""
+    from offlinerl.jobs.run_dir import latest_checkpoint
+
+    return (run / "config.yaml").is_file() and latest_checkpoint(run) is not None
 
 
 def _needs_ray(spec: dict[str, Any], run: Path) -> bool:
@@ -68,7 +74,7 @@ def _needs_ray(spec: dict[str, Any], run: Path) -> bool:
 
     workdir = Path(spec["workdir"])
     try:
-        if (run / "config.yaml").is_file():
+        if _resumes(run):  # the config the command will run: the kept run's, else the job file's
             job, config, _ = load_job_run(run)
         else:
             job, config = load_job_spec(workdir / spec["job"], spec["overrides"])
