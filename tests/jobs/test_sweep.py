@@ -312,6 +312,7 @@ def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "4 of 4 trials to run as 2 vectorised job(s)" in out and "| 0.001 | 2/2 |" in out and "| 0.003 | 2/2 |" in out
+    assert "[2/2] " in out and "/4] " not in out  # the progress counts the jobs that run (it stopped at [2/4])
     for point in ("000_lr-0.001", "001_lr-0.003"):
         top = json.loads((sweep / "trials" / point / "result.json").read_text())
         assert top["num_seeds"] == 2 and top["seeds"] == [0, 1]

@@ -323,6 +323,8 @@ def run_sweep(
         jobs = _vectorized_jobs(spec, pending) if spec.vectorize else [(t.name, t.overrides, None, t.name)
                                                                         for t in pending]
         what = f" as {len(jobs)} vectorised job(s)" if spec.vectorize else ""
+        # the progress counts Tune's trials: a vectorised job per point, else one per trial
+        total_jobs = len({t.group or t.name for t in spec.trials}) if spec.vectorize else len(spec.trials)
         log(f"sweep {root}: {len(pending)} of {len(spec.trials)} trials to run{what}, {concurrent} at a time, "
             f"{cpus_per_trial:g} CPU each (Ray cluster: {_cluster_cpus():g} CPUs)")
         # The env packages this process trusts (its --env-package, environment and settings file; never sweep.json)
@@ -346,7 +348,7 @@ def run_sweep(
                                         trial_dirname_creator=lambda t: t.config["trial"]["name"]),
             run_config=tune.RunConfig(storage_path=str((root / "tune").resolve()), name=f"attempt-{attempt}",
                                       failure_config=tune.FailureConfig(max_failures=1), verbose=0,
-                                      callbacks=[_announcer(len(spec.trials), len(spec.trials) - len(pending), log)]),
+                                      callbacks=[_announcer(total_jobs, total_jobs - len(jobs), log)]),
         )
         # Tune's result grid looks for its own loggers' files, which are off: not a problem worth a warning.
         logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
