@@ -39,7 +39,8 @@ def test_a_tiny_benchmark_scores_every_run_vectorises_where_it_can_and_resumes(t
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "| pendulum |" in captured.out and "IQM [95% CI]" in captured.out
-    assert "40 updates, `--set config.lr=5e-4`, seeds 0, 1" in captured.out  # the table says what was changed
+    # the table says what was changed (no size: the classic suite's datasets are shipped)
+    assert "Suite `classic` (40 updates, 2 evaluation episodes, `--set config.lr=5e-4`, seeds 0, 1)" in captured.out
     assert "pendulum × bc: 2 seed(s) with pendulum-bc.yaml (config.lr=5e-4) as one vectorised job" in captured.out
     assert "pendulum × marwil: seeds run as separate trials (" in captured.out
     assert captured.out.count("pendulum × bc: 2 seed(s)") == 1 and "resuming" not in captured.out  # named twice: once
@@ -116,6 +117,15 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
                            (["classic", "--max-concurrent", "0"], "--max-concurrent must be >= 1, got 0"),
                            (["maze2d", "--seeds", "0-1000000"], "--seeds '0-1000000': 1,000,001 seeds, one run each "
                                                                 "per grid point or pair; give at most 1,000"),
+                           # a --set no recipe takes: refused before benchmark.json was written (it was left behind,
+                           # and neither -o nor --resume could use the directory again)
+                           (["classic", "--datasets", "cartpole", "--algorithms", "bc", "--set", "config.evaluation=7"],
+                            "cartpole × bc (cartpole-bc.yaml): config.evaluation: expected a mapping"),
+                           (["classic", "--datasets", "cartpole", "--algorithms", "bc", "--set", "config.nope=1"],
+                            "cartpole × bc (cartpole-bc.yaml): "),
+                           # every pair skipped (no recipe): 0 runs and exit 0 before
+                           (["classic", "--datasets", "cartpole", "--algorithms", "td3bc"],
+                            "no recipe for td3bc on cartpole in the classic suite: nothing would run"),
                            ([], "give a SUITE")]:
         assert main(["benchmark", *argv, "-o", str(tmp_path / "b")]) == 2, argv
         err = capsys.readouterr().err
@@ -134,6 +144,17 @@ def test_bad_requests_are_refused_before_anything_runs(tmp_path, capsys):
     (tmp_path / "full" / "x").write_text("x")
     assert main(["benchmark", "classic", "-o", str(tmp_path / "full")]) == 1
     assert "exists and is not empty" in capsys.readouterr().err
+    # an output under a file: one line (a NotADirectoryError traceback before)
+    assert main(["benchmark", "classic", "--datasets", "cartpole", "-o", str(tmp_path / "full" / "x" / "b")]) == 1
+    err = capsys.readouterr().err
+    assert "Not a directory" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    # a damaged benchmark.json to resume: one line naming it
+    for text, expected in (("[]", "not a benchmark description (TypeError"), ("{}", "not a benchmark description "
+                           "(KeyError: 'spec')"), ("nonsense", "not a benchmark description (JSONDecodeError")):
+        (tmp_path / "full" / "benchmark.json").write_text(text)
+        assert main(["benchmark", "--resume", str(tmp_path / "full")]) == 2, text
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'full' / 'benchmark.json'}: {expected}" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_the_ci_sized_example_in_the_docs_sets_a_short_budget():

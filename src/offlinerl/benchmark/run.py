@@ -139,11 +139,12 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
     if spec is None:
         if not (root / BENCHMARK_FILE).is_file():
             raise ConfigError(f"{root}: not a benchmark directory (no {BENCHMARK_FILE})")
-        spec = BenchmarkSpec(**plain_json((root / BENCHMARK_FILE).read_text())["spec"])
+        spec = _saved(root)[0]
     elif root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise FileExistsError(f"{root} exists and is not empty; choose another --output, or --resume it")
     else:  # never /, home or the current directory, nor inside a dataset or checkpoint
         check_output_place(root)
+        _check_recipes(spec)  # a --set no recipe takes: refused before anything is written
     suite = get_suite(spec.suite)
     entries = [suite.dataset(name) for name in spec.datasets]
     packages = sorted({d.env_package for d in entries if d.env_package})
@@ -191,6 +192,46 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
                               max_concurrent=max_concurrent, address=address, log=log)
             log(f"{d.name} × {algorithm}: done in {time.time() - t0:.0f} s")
     return summarize_benchmark(root, wall_time_s=round(time.time() - started, 1), data_time_s=round(data_time, 1))
+
+
+def _saved(root: Path) -> tuple[BenchmarkSpec, dict[str, str]]:
+    """The spec and the datasets' paths in ``root``'s ``benchmark.json``; ``ConfigError`` naming the file when it
+    is not one of ours."""
+    path = root / BENCHMARK_FILE
+    try:
+        saved = plain_json(path.read_text())
+        spec, paths = BenchmarkSpec(**saved["spec"]), saved["datasets"]
+        if not isinstance(paths, dict):
+            raise TypeError("datasets is not a mapping")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:  # JSON syntax, a missing or mistyped field
+        raise ConfigError(f"{path}: not a benchmark description ({type(exc).__name__}: {exc})") from None
+    return spec, paths
+
+
+def _check_recipes(spec: BenchmarkSpec) -> None:
+    """``ConfigError`` unless some (dataset, algorithm) has a recipe and every recipe takes its dataset's own
+    settings, the budget and the ``--set`` values (a wrong key, type or value), as each run would load it."""
+    from offlinerl.jobs.spec import load_job_spec
+
+    suite, pairs = get_suite(spec.suite), 0
+    for d in (suite.dataset(name) for name in spec.datasets):
+        for algorithm in spec.algorithms:
+            try:
+                recipe = d.recipe(algorithm)
+            except FileNotFoundError:
+                continue
+            pairs += 1
+            own = d.recipe_overrides.get(algorithm, ())
+            try:
+                load_job_spec(recipe, [*own, *_budget_overrides(recipe, spec.updates, spec.eval_episodes),
+                                       *spec.overrides])
+            except ConfigError as exc:
+                raise ConfigError(f"{d.name} × {algorithm} ({recipe.name}): {exc}") from None
+    if not pairs:
+        raise ConfigError(f"no recipe for {', '.join(spec.algorithms)} on {', '.join(spec.datasets)} in the "
+                          f"{suite.name} suite: nothing would run")
 
 
 def _sweep(recipe: Path, overrides: list[str], seeds: list[int], vectorize: bool) -> Any:
@@ -245,8 +286,7 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None,
     A cell of one finished run has no ``final_std`` (None): one seed gives no spread; an IQM from one run per
     dataset has no interval (``iqm_ci`` None) for the same reason."""
     root = Path(out)
-    saved = plain_json((root / BENCHMARK_FILE).read_text())
-    spec, paths = BenchmarkSpec(**saved["spec"]), saved["datasets"]
+    spec, paths = _saved(root)
     suite = get_suite(spec.suite)
     cells: dict[str, dict[str, Any]] = {}
     for name in spec.datasets:
@@ -278,7 +318,8 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None,
         aggregates[algorithm] = {"mean": sum(means) / len(means) if complete else None,
                                  "iqm": point, "iqm_ci": [low, high] if point is not None and spread else None,
                                  "runs": sum(len(v) for v in by_task.values())}
-    summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "seeds": spec.seeds,
+    summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "eval_episodes": spec.eval_episodes,
+               "generated": any(suite.dataset(name).shipped is None for name in spec.datasets), "seeds": spec.seeds,
                "overrides": list(spec.overrides), "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
                "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
                "data_time_s": data_time_s,
@@ -317,10 +358,13 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     brackets), the mean over datasets, the IQM with its 95% interval, and the published family means."""
     algorithms = list(summary["algorithms"])
     budget = "recipe budgets" if summary["updates"] is None else f"{summary['updates']:,} updates"
+    if summary.get("eval_episodes") is not None:
+        budget += f", {summary['eval_episodes']:,} evaluation episodes"
+    size = f"size {summary['size']}, " if summary.get("generated", True) else ""
     sets = "".join(f", `--set {o}`" for o in summary.get("overrides", ()))
     one_seed = len(summary["seeds"]) < 2
     spread = "mean over seeds (one seed: no ± std, no interval)" if one_seed else "mean ± std over seeds"
-    lines = [f"Suite `{summary['suite']}` (size {summary['size']}, {budget}{sets}, "
+    lines = [f"Suite `{summary['suite']}` ({size}{budget}{sets}, "
              f"seeds {', '.join(map(str, summary['seeds']))}): final normalised score (0 = random, 100 = expert), "
              f"{spread}; [published] where the dataset mirrors a published one.", "",
              "| dataset | " + " | ".join(algorithms) + " |", "|---|" + "---:|" * len(algorithms)]

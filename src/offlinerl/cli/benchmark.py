@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, KeyError) as exc:
         print(f"offlinerl benchmark: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+    except (OSError, ValueError) as exc:  # an output that exists or cannot be made, a dataset that cannot be read
         print(f"offlinerl benchmark: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
