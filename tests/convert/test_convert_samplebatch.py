@@ -14,7 +14,9 @@ import pytest
 from offlinerl.cli import convert as convert_cli
 from offlinerl.convert.samplebatch import SampleBatchConvertConfig, convert_samplebatch
 from offlinerl.episodes import load_episodes, read_info
+from offlinerl.episodes.fingerprint import dataset_fingerprint, is_fingerprint
 from offlinerl.episodes.io import parquet_files
+from offlinerl.episodes.validate import validate_dataset
 from tests.convert.samplebatch_recordings import batch, merge, pack, sample_batch_line, write_lines
 
 BIG_ID = 2**60 + 1  # above 2**53
@@ -191,6 +193,75 @@ def test_multi_agent_batch_two_policies_and_allowed_quarantine(ray_session, tmp_
     assert [(e.id, e.agent_id, e.module_id, len(e), e.terminated) for e in eps] == [
         ("9", "0", "pol_a", 5, True), ("9", "1", "pol_b", 5, True)]
     np.testing.assert_array_equal(eps[1].obs, np.asarray(batch(9, 0, 5, seed=2)["obs"] + [batch(9, 0, 5, seed=2)["new_obs"][-1]], dtype=np.float32))
+
+
+def test_fingerprint_and_lineage_recorded_as_every_writer_does(ray_session, tmp_path):
+    src = write_lines(tmp_path / "rec" / "output-x_worker-0_0.json", [
+        sample_batch_line(batch(1, 0, 5, end="terminated")), sample_batch_line(batch(2, 0, 3, end="truncated"))])
+    out = tmp_path / "ds"
+    convert_samplebatch(SampleBatchConvertConfig(inputs=(str(src.parent),), output=str(out), max_steps_per_row=2))
+    info = read_info(out)
+    assert (info.num_episodes, info.num_steps, info.num_rows, info.module_ids) == (2, 8, 5, ["default_policy"])
+    # the shared fingerprint, computed from the rows as written
+    assert is_fingerprint(info.fingerprint) and info.fingerprint == dataset_fingerprint(out)
+    (step,) = info.lineage
+    assert step["operation"] == "offlinerl convert samplebatch" == info.provenance["converter"]
+    assert step["parameters"] == {"env": None, "unsquash_actions": False, "max_steps_per_row": 2, "obs_check": True}
+    assert (step["parents"], step["parent_paths"]) == ([], [str((tmp_path / "rec").absolute())])
+    assert step["fingerprint"] == info.fingerprint and step["tool"].startswith("offlinerl ")
+    assert validate_dataset(out).ok
+
+
+def _records(out):
+    return [json.loads(x) for x in (out / "_quarantine" / "records.jsonl").read_text().splitlines()]
+
+
+def test_policy_id_with_a_dot_is_quarantined_not_left_to_fail_training(ray_session, tmp_path):
+    line = json.dumps({"type": "MultiAgentBatch", "count": 4, "policy_batches": {
+        "pol_a": batch(6, 0, 4, end="terminated", agent_index=0, seed=1),
+        "pol.c": batch(6, 0, 4, end="terminated", agent_index=2, seed=2)}})
+    out = tmp_path / "ds"
+    assert cli(str(write_lines(tmp_path / "output-x_worker-0_0.json", [line])), "-o", str(out)) == 1
+    info = read_info(out)
+    report = info.provenance["report"]
+    assert report["episode_reasons"] == {"bad_policy_id": 1}
+    assert (report["episodes_quarantined"], report["steps_quarantined"], report["episodes"]) == (1, 4, 1)
+    assert [(e.id, e.agent_id, e.module_id, len(e)) for e in load_episodes(out)] == [("6", "0", "pol_a", 4)]
+    assert info.module_ids == ["pol_a"] and validate_dataset(out).ok
+    (rec,) = _records(out)
+    assert (rec["line"], rec["level"], rec["reason"]) == (1, "episode", "bad_policy_id")
+    assert rec["episode"] == {"policy": "pol.c", "eps_id": "6", "agent": 2, "t_first": 0, "t_last": 3}
+    assert rec["message"] == "policy id 'pol.c' is stored as the rows' module_id, and a module id cannot contain '.', got 'pol.c'"
+
+
+def test_agent_under_two_policies_in_one_episode_is_quarantined(ray_session, tmp_path):
+    def line(eps_id, agents):  # {policy: (agent_index, obs seed)}
+        return json.dumps({"type": "MultiAgentBatch", "count": 4, "policy_batches": {
+            pol: batch(eps_id, 0, 4, end="terminated", agent_index=agent, seed=seed)
+            for pol, (agent, seed) in agents.items()}})
+
+    src = write_lines(tmp_path / "output-x_worker-0_0.json", [
+        line(1, {"pol_a": (0, 1), "pol_b": (1, 2)}),
+        line(2, {"pol_a": (0, 3), "pol_b": (1, 4)}),
+        line(1, {"pol_c": (0, 5)}),  # agent 0 of episode 1 again, under another policy, on another line
+    ])
+    out = tmp_path / "ds"
+    assert cli(str(src), "-o", str(out)) == 1
+    info = read_info(out)
+    report = info.provenance["report"]
+    assert report["episode_reasons"] == {"policy_conflict": 2}
+    assert (report["episodes_quarantined"], report["steps_quarantined"], report["episodes"]) == (2, 8, 3)
+    assert sorted((e.id, e.agent_id, e.module_id) for e in load_episodes(out)) == [
+        ("1", "1", "pol_b"), ("2", "0", "pol_a"), ("2", "1", "pol_b")]
+    assert info.num_episodes == 3 and info.module_ids == ["pol_a", "pol_b"]
+    assert validate_dataset(out).ok
+    records = _records(out)
+    where = sorted((r["line"], r["level"], r["reason"], r["episode"]["policy"], r["episode"]["agent"]) for r in records)
+    assert where == [(1, "episode", "policy_conflict", "pol_a", 0), (3, "episode", "policy_conflict", "pol_c", 0)]
+    assert {r["message"] for r in records} == {
+        "agent_index 0 of episode 1 is recorded under 2 policies ('pol_a', 'pol_c'); an agent belongs to one "
+        "policy within an episode, so these steps are not one episode, and as two they would share one "
+        "(episode_id, agent_id)"}
 
 
 def test_usage_errors_exit_two(tmp_path):

@@ -281,6 +281,40 @@ def test_episode_ids_unique(tmp_path, ray_session, capsys):
     assert "also at part-00000.parquet row 2" in examples[0]
 
 
+@pytest.mark.parametrize("module_id,message", [
+    ("pol.c", "module_id 'pol.c': a module id cannot contain '.', got 'pol.c'"),
+    ("", "module_id '': a module id must be a non-empty string, got ''"),
+])
+def test_module_ids_name_valid_modules(tmp_path, ray_session, capsys, module_id, message):
+    """A dotted module id validated, then failed in training (torch refuses the module name): named here."""
+    def rename(ep):
+        ep.agent_id, ep.module_id = "a", module_id
+
+    code, out = _validate(capsys, _craft(tmp_path, mutate=rename))
+    assert code == 1, out
+    examples = _assert_flagged(out, "episode_ids", "part-00001.parquet row 2 episode 'ep-4'")
+    assert examples == [f"           part-00001.parquet row 2 episode 'ep-4': {message} (training would fail on it)"]
+    assert "[FAIL] episode_ids   1 offending row " in out and "INVALID: episode_ids failed" in out
+
+
+def test_a_dotted_agent_id_is_valid_data_and_training_without_a_mapping_names_it(tmp_path, ray_session, capsys):
+    """An agent id is no module id until a job maps it: the data is valid; a job without a policy_mapping that
+    would train the module 'team.0' is refused in one line (a KeyError from torch's module build before)."""
+    from offlinerl.algorithms.registry import get_algorithm
+    from offlinerl.config_io import ConfigError
+    from offlinerl.data import OfflineData
+
+    def rename(ep):
+        ep.agent_id = "team.0"
+
+    path = _craft(tmp_path, mutate=rename)
+    code, out = _validate(capsys, path)
+    assert code == 0, out
+    with pytest.raises(ConfigError, match=r"rows train the module 'team.0' \(their module_id, else agent_id\), and a "
+                                          r"module id cannot contain '.', got 'team.0'; map the agents"):
+        OfflineData(path, get_algorithm("bc").config_cls(), use_ray=False)
+
+
 def _chunked_dataset(tmp_path, change):
     long_ep = make_episode(9, OBS, ACT, steps=10, terminated=True)
     chunks = long_ep.split(4)  # chunk_index 0, 1, 2 at t_start 0, 4, 8

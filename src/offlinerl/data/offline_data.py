@@ -42,12 +42,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import numpy as np
 import pyarrow as pa
 
+from offlinerl.config_io import ConfigError
 from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, ObservationConnectors, env_to_module_pipeline,
                                   join_module_states, learner_pipeline, observation_connectors, split_module_states)
 from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.policy_mapping import PolicyMapping, mapped_module_id
+from offlinerl.core.policy_mapping import PolicyMapping, mapped_module_id, module_id_problem
 from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import parquet_files, read_dataset, read_info
@@ -174,6 +175,10 @@ class OfflineData:
         self.action_space = self.info.action_space
         self.extra_columns = tuple(extra_columns)
         self.module_ids, pairs = self._find_module_ids()
+        for mid in self.module_ids:  # torch would refuse it deep in the learner build (a KeyError)
+            if (problem := module_id_problem(mid)) is not None:
+                raise ConfigError(f"{self.path}: its rows train the module {mid!r} (their module_id, else agent_id), "
+                                  f"and {problem}; map the agents to valid module ids with policy_mapping")
         self.module_spaces: dict[str, tuple[Any, Any]] = module_spaces(
             pairs, self.info.agent_spaces, self.observation_space, self.action_space, self.module_ids)
         """Each module's ``(observation space, action space)``: the dataset's, or with agents of different spaces

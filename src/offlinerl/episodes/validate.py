@@ -17,7 +17,8 @@ flags         error    ``terminated`` and ``truncated`` are not both true
 finite        error    rewards finite; observations not NaN, inf only where the bound is inf
 actions       error    every action inside the action space
 observations  warning  observations inside the observation space (real sensors overshoot)
-episode_ids   error    ``(episode_id, agent_id, chunk_index)`` unique
+episode_ids   error    ``(episode_id, agent_id, chunk_index)`` unique; each row's ``module_id`` a valid module id:
+                       non-empty, no ``.``
 chunks        error    chunk_index 0..k without gaps, t_start continuous, only the last chunk ends
 counts        error    ``num_episodes``/``num_steps``/``num_rows`` (and ``module_ids`` where recorded) of dataset.json equal the data
 ============  =======  ==================================================================
@@ -63,7 +64,7 @@ CHECKS = (
     ("finite", "error", "no NaN/inf rewards, no NaN observations, inf only where the bound is infinite"),
     ("actions", "error", "actions inside the action space"),
     ("observations", "warning", "observations inside the observation space"),
-    ("episode_ids", "error", "episode ids unique (per agent and chunk)"),
+    ("episode_ids", "error", "episode ids unique (per agent and chunk); module_id values non-empty, without '.'"),
     ("chunks", "error", "chunks contiguous: chunk_index 0..k, t_start continuous, only the last chunk ends"),
     ("counts", "error", "at least one episode; episode, step and row counts and module ids in dataset.json "
                         "equal the data"),
@@ -422,14 +423,30 @@ def _skip_rest(report: ValidationReport, note: str) -> ValidationReport:
     return report
 
 
+def _module_id_example(r: tuple) -> Example | None:
+    """The row ``r`` (as in :func:`_check_episodes`) when its ``module_id`` cannot name a module: a training job
+    builds one torch module per id (``core.policy_mapping.module_id_problem``). An agent id is not checked: a job's
+    ``policy_mapping`` may map it to a valid module id (training refuses an unmapped one in one line)."""
+    from offlinerl.core.policy_mapping import module_id_problem
+
+    file, row, eid, module = r[0], r[1], r[2], r[9]
+    problem = None if module is None else module_id_problem(module)
+    if problem is None:
+        return None
+    return Example(file, row, eid, f"module_id {module!r}: {problem} (training would fail on it)", module)
+
+
 def _check_episodes(report: ValidationReport, rows: list[tuple], limit: int) -> None:
-    """Unique ids and chunk contiguity, from the per-row ``(file, row, id, agent, chunk, t_start, T, term, trunc, module)``."""
+    """Unique ids, valid module ids and chunk contiguity, from the per-row
+    ``(file, row, id, agent, chunk, t_start, T, term, trunc, module)``."""
     ids_check, chunk_check = report.check("episode_ids"), report.check("chunks")
     seen: dict[tuple, tuple] = {}
     groups: dict[tuple, list[tuple]] = {}
-    dup = []
+    dup, bad_modules = [], []
     for r in sorted(rows, key=lambda r: (r[0], r[1])):
         file, row, eid, agent, chunk = r[:5]
+        if (bad_module := _module_id_example(r)) is not None:
+            bad_modules.append(bad_module)
         if eid is None or chunk is None:
             continue  # reported by the lengths check (null) or the schema check (missing column)
         key = (eid, agent, chunk)
@@ -439,7 +456,8 @@ def _check_episodes(report: ValidationReport, rows: list[tuple], limit: int) -> 
         else:
             seen[key] = r
             groups.setdefault((eid, agent), []).append(r)
-    ids_check.fail(len(dup), dup, limit)
+    offending = {(e.file, e.row) for e in dup + bad_modules}  # a row both duplicated and badly named counts once
+    ids_check.fail(len(offending), dup + bad_modules, limit)
 
     bad: dict[tuple, Example] = {}
     for members in groups.values():

@@ -34,7 +34,7 @@ from offlinerl.episodes.io import parquet_files
 __all__ = ["CHECKS_VERSION", "cache_dir", "current", "fingerprint", "lookup", "record", "recorded_fingerprint"]
 
 #: Bumped whenever a check changes what it accepts, so older records stop counting.
-CHECKS_VERSION = 1
+CHECKS_VERSION = 2  # 2: a module_id that cannot name a module (empty, or with a dot) fails episode_ids
 #: Largest record read back (a record is a few KB).
 _MAX_RECORD_BYTES = 1 << 20
 

@@ -41,9 +41,9 @@ from offlinerl.convert.samplebatch.files import (
     resolve_inputs,
 )
 from offlinerl.convert.samplebatch.layout import ColumnStats, conforms, extra_spec, infer_space, out_of_bounds
+from offlinerl.convert.samplebatch.output import SOURCE_FORMAT, dataset_info
 from offlinerl.convert.samplebatch.stages import encode_stage_files, read_ranges, stitch_group
 from offlinerl.episodes.episode import episodes_to_table
-from offlinerl.episodes.info import DatasetInfo
 from offlinerl.episodes.atomic import atomic_directory, check_output, refuse_quarantine_over_existing
 from offlinerl.episodes.io import DEFAULT_MAX_STEPS_PER_ROW
 from offlinerl.episodes.spaces import space_to_json
@@ -52,7 +52,6 @@ __all__ = ["SampleBatchConvertConfig", "ConversionReport", "convert_samplebatch"
 
 #: Staged episodes per parquet row group: bounds what one encode task reads at once.
 _STAGE_ROW_GROUP = 128
-_UNSQUASH_FORMULA = "clip(low + (a + 1) * (high - low) / 2, low, high)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,8 +275,10 @@ def _choose_spaces(layout: _Layout, obs_space: gym.Space | None, act_space: gym.
     return obs_space, act_space
 
 
-def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any], report: ConversionReport) -> list[str]:
-    """Ray pass 2: each staged file → one parquet file of the episode schema; returns their paths, sorted (and
+def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any],
+                   report: ConversionReport) -> list[dict[str, Any]]:
+    """Ray pass 2: each staged file → one parquet file of the episode schema; returns what the tasks say of the
+    files they wrote (``stages.encode_stage_files``: path, rows, fingerprint part, module ids), sorted by path (and
     adds the nodes that wrote them to ``report.ray_nodes``)."""
     import ray.data
 
@@ -288,7 +289,7 @@ def _encode_staged(stage: Path, out_dir: Path, layout_kwargs: dict[str, Any], re
     )
     rows = list(encoded.iter_rows())
     report.ray_nodes = sorted({*report.ray_nodes, *(row["node"] for row in rows if row["node"])})
-    return sorted(row["path"] for row in rows)
+    return sorted(rows, key=lambda row: row["path"])
 
 
 def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
@@ -312,7 +313,7 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
     inputs = [*files, *(item for item in config.inputs if Path(item).is_dir())]
     check_output(out, config.overwrite, kind="dataset", inputs=inputs)
     report = ConversionReport(
-        source_format="RLlib JsonWriter SampleBatch/MultiAgentBatch JSON lines", record_unit="lines",
+        source_format=SOURCE_FORMAT, record_unit="lines",
         output=str(out.resolve()), files=len(files),
         details={"legacy_dones_lines": 0, "observations_out_of_bounds": 0, "actions_out_of_bounds": 0,
                  "multi_agent": False, "policies": [], "actions_unsquashed": False},
@@ -362,24 +363,12 @@ def convert_samplebatch(config: SampleBatchConvertConfig) -> ConversionReport:
         }
         written = _encode_staged(stage, tmp / ".encoded", layout_kwargs, report) if report.episodes else []
         for i, f in enumerate(written):
-            os.rename(f, tmp / f"part-{i:05d}.parquet")
+            os.rename(f["path"], tmp / f"part-{i:05d}.parquet")
         if not written:
             pq.write_table(episodes_to_table([], obs_space, act_space, extras), tmp / "part-00000.parquet")
         shutil.rmtree(tmp / ".encoded", ignore_errors=True)
         shutil.rmtree(stage, ignore_errors=True)
 
-        provenance = {
-            "converter": "offlinerl convert samplebatch",
-            "source_format": "RLlib JsonWriter SampleBatch/MultiAgentBatch JSON lines",
-            "sources": [str(f) for f in files],
-            "observation_space": report.observation_space_from,
-            "action_space": report.action_space_from,
-            "actions": f"unsquashed: {_UNSQUASH_FORMULA}" if config.unsquash_actions else "as recorded",
-            "report": report.to_json(),
-        }
-        DatasetInfo(
-            observation_space=obs_space, action_space=act_space, env_id=config.env_id, env_spec=env_spec,
-            num_episodes=report.episodes, num_steps=report.steps, num_rows=report.rows,
-            extra_columns=extras, max_steps_per_row=config.max_steps_per_row, provenance=provenance,
-        ).write(tmp)
+        dataset_info(config, files, report, written, observation_space=obs_space, action_space=act_space,
+                     env_spec=env_spec, extra_columns=extras).write(tmp)
     return report

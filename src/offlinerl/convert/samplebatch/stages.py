@@ -5,8 +5,9 @@
    raw text) and one stats row per range. A generator: it yields a block every
    few thousand lines, so a task never holds a whole file.
 2. ``stitch_group``: after ``groupby("key")``, all fragments of one
-   (policy, eps_id, agent_index) → one episode row, or quarantine rows when the
-   fragments overlap, leave gaps or disagree. Other rows pass through.
+   (eps_id, agent_index) → one episode row, or quarantine rows when the
+   fragments come from several policies, name a policy that cannot be a module,
+   overlap, leave gaps or disagree. Other rows pass through.
 3. ``encode_stage_files``: each staged file's episode rows → a parquet file of
    the episode schema (``encode_episodes``), once the layout (spaces, extra
    columns) is known.
@@ -32,13 +33,17 @@ from offlinerl.convert.samplebatch.files import FileRange, LongLine, iter_range_
 from offlinerl.convert.samplebatch.layout import describe
 from offlinerl.convert.samplebatch.lines import LineError, parse_line
 from offlinerl.convert.stitch import Piece, Stitched, stitch
+from offlinerl.episodes import schema as S
 from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
+from offlinerl.episodes.fingerprint import table_digests
 from offlinerl.episodes.schema import JSON_DTYPE
 from offlinerl.episodes.spaces import space_from_json
+from offlinerl.core.policy_mapping import module_id_problem
 from offlinerl.ray_utils import node_id
 
 __all__ = [
-    "STAGE_SCHEMA", "read_ranges", "stitch_group", "encode_episodes", "encode_stage_files", "fragment_key", "unsquash",
+    "STAGE_SCHEMA", "read_ranges", "stitch_group", "encode_episodes", "encode_stage_files", "fragment_key", "group_key",
+    "unsquash",
 ]
 
 STAGE_SCHEMA = pa.schema([
@@ -56,7 +61,15 @@ _FLUSH_ROWS = 4096
 
 
 def fragment_key(policy: str | None, eps_id: str, agent_index: int) -> str:
+    """The key of one policy's agent-episode: the unit that is written, excluded or quarantined."""
     return f"{policy or ''}\x1f{eps_id}\x1f{agent_index}"
+
+
+def group_key(eps_id: str, agent_index: int) -> str:
+    """The group-by key of a fragment: one agent of one episode, whatever the policy, so that fragments of two
+    policies meet in one group and are caught there (``policy_conflict``) instead of becoming two rows that share
+    one ``(episode_id, agent_id)``."""
+    return f"\x1f{eps_id}\x1f{agent_index}"
 
 
 def _table(rows: list[tuple]) -> pa.Table:
@@ -94,7 +107,7 @@ def read_ranges(batch: pa.Table, limits: DecodeLimits | None = None) -> Iterator
                     raise LineError(TOO_LARGE, str(error))
                 fragments = parse_line(raw, limits)
                 new_rows = [
-                    (fragment_key(f.policy, f.eps_id, f.agent_index), "fragment", rng.file_index, offset, f.t_first,
+                    (group_key(f.eps_id, f.agent_index), "fragment", rng.file_index, offset, f.t_first,
                      encode_columns(f.columns),
                      _dumps({"policy": f.policy, "eps_id": f.eps_id, "agent": f.agent_index, "cont": f.obs_continuous}))
                     for f in fragments
@@ -119,7 +132,12 @@ def read_ranges(batch: pa.Table, limits: DecodeLimits | None = None) -> Iterator
 
 
 def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
-    """Stage 2 (``map_groups``): stitch one episode's fragments, or pass aux rows through."""
+    """Stage 2 (``map_groups``): stitch one agent-episode's fragments, or pass aux rows through.
+
+    Before stitching, the group is refused whole when its fragments come from several policies
+    (``policy_conflict``) or its policy id cannot name a module (``bad_policy_id``): both would write rows that
+    ``offlinerl validate`` fails or that training cannot use.
+    """
     kinds = group.column("kind").to_pylist()
     if kinds[0] != "fragment":
         return group.select(STAGE_SCHEMA.names)
@@ -134,17 +152,22 @@ def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
     ]
     first = metas[0]
     ident = {"policy": first["policy"], "eps_id": first["eps_id"], "agent": first["agent"]}
-    key = group.column("key")[0].as_py()
+    key = fragment_key(first["policy"], first["eps_id"], first["agent"])
 
     def quarantined(reason: str, message: str) -> pa.Table:
         return _table([
-            (key, "quarantine", p.source[0], p.source[1], p.t_first, b"", _dumps({
-                "level": "episode", "reason": reason, "message": message,
-                "episode": {**ident, "t_first": p.t_first, "t_last": p.t_stop - 1}, "steps": p.length,
-            }))
-            for p in sorted(pieces, key=lambda p: (p.t_first, p.source))
+            (fragment_key(m["policy"], m["eps_id"], m["agent"]), "quarantine", p.source[0], p.source[1], p.t_first,
+             b"", _dumps({
+                 "level": "episode", "reason": reason, "message": message,
+                 "episode": {"policy": m["policy"], "eps_id": m["eps_id"], "agent": m["agent"],
+                             "t_first": p.t_first, "t_last": p.t_stop - 1}, "steps": p.length,
+             }))
+            for p, m in sorted(zip(pieces, metas), key=lambda pm: (pm[0].t_first, pm[0].source))
         ])
 
+    refused = _policy_problem(metas)
+    if refused is not None:
+        return quarantined(*refused)
     try:
         result = stitch(pieces, check_obs=check_obs)
         if not isinstance(result, Stitched):
@@ -163,6 +186,26 @@ def stitch_group(group: pa.Table, check_obs: bool = True) -> pa.Table:
             "fragments": result.num_fragments, "layout": layout}
     src = min(p.source for p in pieces)
     return _table([(key, "episode", src[0], src[1], result.t_start, payload, _dumps(meta))])
+
+
+def _policy_problem(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(reason, message)`` when one agent-episode's fragments cannot be written as one row of one module.
+
+    RLlib's old stack maps an agent to one policy per episode; fragments of two policies are neither one episode
+    nor two (both would be stored as the same ``(episode_id, agent_id)``, and which policy acted is unknown). A
+    policy id becomes the rows' ``module_id``, which must be a valid module id (``core.policy_mapping.module_id_problem``).
+    """
+    first = metas[0]
+    policies = sorted({m["policy"] for m in metas}, key=lambda p: (p is not None, p or ""))
+    if len(policies) > 1:
+        names = ", ".join("none (a SampleBatch line)" if p is None else repr(p) for p in policies)
+        return ("policy_conflict", f"agent_index {first['agent']} of episode {first['eps_id']} is recorded under "
+                                   f"{len(policies)} policies ({names}); an agent belongs to one policy within an "
+                                   "episode, so these steps are not one episode, and as two they would share one "
+                                   "(episode_id, agent_id)")
+    if policies[0] is not None and (problem := module_id_problem(policies[0])) is not None:
+        return "bad_policy_id", f"policy id {policies[0]!r} is stored as the rows' module_id, and {problem}"
+    return None
 
 
 def _non_finite(cols: dict[str, Any], t_start: int) -> str | None:
@@ -256,14 +299,16 @@ def encode_stage_files(batch: pa.Table, *, out_dir: str, batch_rows: int = 64, *
     """Stage 3 (``map_batches``, one staged file per input row): encode and write ``out_dir/enc-<i>.parquet``.
 
     Reads the staged file in small batches and appends row groups, so a task holds
-    ``batch_rows`` episodes at a time. Returns ``{"path", "rows", "node"}`` per written file (``node``: the Ray
-    node that wrote it).
+    ``batch_rows`` episodes at a time. Returns ``{"path", "rows", "node", "digest", "modules"}`` per written file
+    (``node``: the Ray node that wrote it; ``digest``: the hex sum of its row digests, the part of the dataset's
+    fingerprint it makes, hashed as it is written as ``write_dataset`` does; ``modules``: the module ids of its
+    rows), so that the driver never reads the data back.
     """
-    paths, counts = [], []
+    paths, counts, digests, modules = [], [], [], []
     node = node_id()
     for index, stage_path in zip(batch.column("index").to_pylist(), batch.column("path").to_pylist()):
         target = f"{out_dir}/enc-{index:05d}.parquet"
-        writer, rows = None, 0
+        writer, rows, total, mine = None, 0, 0, set()
         source = pq.ParquetFile(stage_path)
         for rb in source.iter_batches(batch_size=batch_rows, columns=["key", "kind", "payload", "meta"]):
             table = encode_episodes(pa.Table.from_batches([rb]), **layout)
@@ -273,9 +318,15 @@ def encode_stage_files(batch: pa.Table, *, out_dir: str, batch_rows: int = 64, *
                 writer = pq.ParquetWriter(target, table.schema)
             writer.write_table(table)
             rows += table.num_rows
+            total += table_digests(table)[0]
+            mine.update(map(S.row_module_id, table.column(S.MODULE_ID).to_pylist(),
+                            table.column(S.AGENT_ID).to_pylist()))
         if writer is not None:
             writer.close()
             paths.append(target)
             counts.append(rows)
+            digests.append(f"{total:x}")  # summed mod 2^256 by fingerprint.combine
+            modules.append(sorted(mine))
     return pa.table({"path": pa.array(paths, pa.string()), "rows": pa.array(counts, pa.int64()),
-                     "node": pa.array([node] * len(paths), pa.string())})
+                     "node": pa.array([node] * len(paths), pa.string()), "digest": pa.array(digests, pa.string()),
+                     "modules": pa.array(modules, pa.list_(pa.string()))})
