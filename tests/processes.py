@@ -29,3 +29,23 @@ def kill_once_written(argv: list[str], marker: Path, timeout: float = 300) -> No
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (marker.parent / "final").exists(), "killed too late: the job had finished"
+
+
+def interrupt_once_written(argv: list[str], marker: Path, timeout: float = 300) -> tuple[int, str]:
+    """Run ``python -m offlinerl ARGV`` (joining the test session's Ray) with Ctrl-C's default action, send it SIGINT
+    as soon as ``marker`` exists, and return its exit code and stderr once it has ended."""
+    import ray
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offlinerl", *argv, "--no-progress", "--address", ray.get_runtime_context().gcs_address],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a test runner may start us ignoring it
+    )
+    deadline = time.time() + timeout
+    while not marker.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.time() < deadline, f"the job wrote no {marker.name} in time"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.decode()

@@ -18,7 +18,7 @@ from offlinerl.cli import main
 from offlinerl.config_io import ConfigError
 from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, summarize
 from tests.datagen import make_dataset
-from tests.processes import kill_once_written
+from tests.processes import interrupt_once_written, kill_once_written
 
 
 def test_grid_values_parse_like_set_and_keep_commas_inside_brackets():
@@ -141,6 +141,27 @@ def test_a_trial_waits_until_no_earlier_process_of_it_is_left(tmp_path, monkeypa
 
 
 @pytest.mark.slow
+def test_ctrl_c_stops_the_sweep_and_resume_finishes_it(ray_session, tmp_path, capsys):
+    """Ctrl-C ends the sweep (exit 130, how to resume), not only Tune's run: Tune's own handler stopped its run and
+    returned, so the sweep printed a summary with exit 0, and a benchmark went on to its next sweep."""
+    data = make_dataset(tmp_path / "cartpole", episodes=6)
+    job = tmp_path / "bc.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "bc", "dataset": str(data),
+        "config": {"updates_per_iteration": 20, "train_batch_size": 32, "model": {"hidden": [16]},
+                   "evaluation": {"interval": 0}},
+        "stop": {"iterations": 30}, "checkpoint_interval": 1}))
+    sweep = tmp_path / "sweep"
+    argv = ["sweep", str(job), "--seeds", "0-1", "--max-concurrent", "1", "-o", str(sweep)]
+    code, err = interrupt_once_written(argv, sweep / "trials" / "000_seed-0" / "checkpoints" / "iter-000002")
+    assert code == 130, err
+    assert "offlinerl sweep: interrupted; continue with  offlinerl sweep --resume SWEEP_DIR" in err
+    assert "Traceback" not in err and not (sweep / "summary.md").exists()
+    assert not (sweep / "trials" / "001_seed-1" / "result.json").exists()
+    assert main(["sweep", "--resume", str(sweep), "--address", ray_session.get_runtime_context().gcs_address]) == 0
+    assert "| 2/2 |" in capsys.readouterr().out
+
+
 def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_one(ray_session, tmp_path, capsys):
     data = make_dataset(tmp_path / "cartpole", episodes=6)
     job = tmp_path / "bc.yaml"

@@ -339,6 +339,9 @@ def run_sweep(
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+        # Ctrl-C is ours: Tune's own handler ended the run quietly and returned, so a benchmark went on to its next
+        # sweep and a sweep printed a summary; the KeyboardInterrupt now reaches the command (exit 130, --resume)
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
         attempt = 1 + sum(1 for p in (root / "tune").glob("attempt-*")) if (root / "tune").is_dir() else 1
         tuner = tune.Tuner(
             tune.with_resources(trial_trainable, {"cpu": cpus_per_trial}),
