@@ -260,7 +260,7 @@ def test_an_interrupted_replace_is_restored_not_deleted(tmp_path, capsys):
 
     assert collect_into(out) == 2  # the restored dataset exists: not replaced without --overwrite
     captured = capsys.readouterr()
-    assert f"restored {out.resolve()} from .ds.old-0badc0de" in captured.err and "already exists" in captured.out
+    assert f"restored {out.resolve()} from .ds.old-0badc0de" in captured.err and "already exists" in captured.err
     assert snapshot(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]
 

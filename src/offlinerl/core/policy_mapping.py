@@ -19,8 +19,8 @@ from typing import Any, Mapping, Union
 from offlinerl.config_io import ConfigError
 from offlinerl.episodes import schema as S
 
-__all__ = ["PolicyMapping", "UnmappedAgentError", "AgentToModule", "policy_mapping_problem", "module_id_problem",
-           "map_agent", "mapped_module_id"]
+__all__ = ["PolicyMapping", "UnmappedAgentError", "AgentToModule", "policy_mapping_problem", "map_agent",
+           "mapped_module_id"]
 
 #: A module id (every agent's) or ``{glob pattern: module id}`` in order of precedence.
 PolicyMapping = Union[str, Mapping[str, str]]
@@ -30,29 +30,19 @@ class UnmappedAgentError(ConfigError):
     """An agent id that no pattern of ``policy_mapping`` matches."""
 
 
-def module_id_problem(module_id: Any) -> str | None:
-    """Why ``module_id`` cannot name a module (None if it can): a non-empty string without dots (torch's
-    ``ModuleDict`` refuses a dot, and state-dict keys are split on them)."""
-    if not isinstance(module_id, str) or not module_id:
-        return f"a module id must be a non-empty string, got {module_id!r}"
-    if "." in module_id:
-        return f"a module id cannot contain '.', got {module_id!r}"
-    return None
-
-
 def policy_mapping_problem(mapping: Any) -> str | None:
     """Why ``mapping`` is no usable ``policy_mapping`` (None if it is): a module id, or a non-empty mapping of
     non-empty patterns to module ids; a module id is a non-empty string without dots."""
     if mapping is None:
         return None
     if isinstance(mapping, str):
-        return module_id_problem(mapping)
+        return S.module_id_problem(mapping)
     if not isinstance(mapping, Mapping) or not mapping:
         return f"a module id or a non-empty mapping {{pattern: module id}}, got {mapping!r}"
     for pattern, module_id in mapping.items():
         if not isinstance(pattern, str) or not pattern:
             return f"a pattern must be a non-empty string, got {pattern!r}"
-        problem = module_id_problem(module_id)
+        problem = S.module_id_problem(module_id)
         if problem:
             return f"{pattern!r}: {problem}"
     return None

@@ -48,7 +48,7 @@ from offlinerl.connectors import (ConnectorPipeline, EpisodeColumns, Observation
 from offlinerl.connectors.common import RunningMeanStd
 from offlinerl.core import columns as C
 from offlinerl.core.flatten import flat_dim
-from offlinerl.core.policy_mapping import PolicyMapping, mapped_module_id, module_id_problem
+from offlinerl.core.policy_mapping import PolicyMapping, mapped_module_id
 from offlinerl.data.errors import reading
 from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids, keep_episodes
 from offlinerl.episodes import parquet_files, read_dataset, read_info
@@ -176,7 +176,7 @@ class OfflineData:
         self.extra_columns = tuple(extra_columns)
         self.module_ids, pairs = self._find_module_ids()
         for mid in self.module_ids:  # torch would refuse it deep in the learner build (a KeyError)
-            if (problem := module_id_problem(mid)) is not None:
+            if (problem := S.module_id_problem(mid)) is not None:
                 raise ConfigError(f"{self.path}: its rows train the module {mid!r} (their module_id, else agent_id), "
                                   f"and {problem}; map the agents to valid module ids with policy_mapping")
         self.module_spaces: dict[str, tuple[Any, Any]] = module_spaces(

@@ -16,6 +16,7 @@ import pyarrow as pa
 from offlinerl.episodes.arrow import value_type
 
 __all__ = [
+    "module_id_problem",
     "FORMAT_VERSION",
     "EPISODE_ID",
     "CHUNK_INDEX",
@@ -117,6 +118,16 @@ def extra_spec_from_arrow(step_type: pa.DataType) -> dict[str, Any]:
     if pa.types.is_fixed_size_list(step_type):
         return {"dtype": step_type.value_type.to_pandas_dtype().__name__, "shape": [step_type.list_size]}
     return {"dtype": np.dtype(step_type.to_pandas_dtype()).name, "shape": []}
+
+
+def module_id_problem(module_id: object) -> str | None:
+    """Why ``module_id`` cannot name a module (None if it can): a non-empty string without dots (torch's
+    ``ModuleDict`` refuses a dot, and state-dict keys are split on them)."""
+    if not isinstance(module_id, str) or not module_id:
+        return f"a module id must be a non-empty string, got {module_id!r}"
+    if "." in module_id:
+        return f"a module id cannot contain '.', got {module_id!r}"
+    return None
 
 
 def row_module_id(module_id: str | None, agent_id: str | None) -> str:

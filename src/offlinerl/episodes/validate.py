@@ -425,12 +425,10 @@ def _skip_rest(report: ValidationReport, note: str) -> ValidationReport:
 
 def _module_id_example(r: tuple) -> Example | None:
     """The row ``r`` (as in :func:`_check_episodes`) when its ``module_id`` cannot name a module: a training job
-    builds one torch module per id (``core.policy_mapping.module_id_problem``). An agent id is not checked: a job's
+    builds one torch module per id (``episodes.schema.module_id_problem``). An agent id is not checked: a job's
     ``policy_mapping`` may map it to a valid module id (training refuses an unmapped one in one line)."""
-    from offlinerl.core.policy_mapping import module_id_problem
-
     file, row, eid, module = r[0], r[1], r[2], r[9]
-    problem = None if module is None else module_id_problem(module)
+    problem = None if module is None else S.module_id_problem(module)
     if problem is None:
         return None
     return Example(file, row, eid, f"module_id {module!r}: {problem} (training would fail on it)", module)

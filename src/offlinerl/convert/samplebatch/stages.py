@@ -38,7 +38,7 @@ from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.fingerprint import table_digests
 from offlinerl.episodes.schema import JSON_DTYPE
 from offlinerl.episodes.spaces import space_from_json
-from offlinerl.core.policy_mapping import module_id_problem
+from offlinerl.episodes.schema import module_id_problem
 from offlinerl.ray_utils import node_id
 
 __all__ = [
@@ -193,7 +193,7 @@ def _policy_problem(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
 
     RLlib's old stack maps an agent to one policy per episode; fragments of two policies are neither one episode
     nor two (both would be stored as the same ``(episode_id, agent_id)``, and which policy acted is unknown). A
-    policy id becomes the rows' ``module_id``, which must be a valid module id (``core.policy_mapping.module_id_problem``).
+    policy id becomes the rows' ``module_id``, which must be a valid module id (``episodes.schema.module_id_problem``).
     """
     first = metas[0]
     policies = sorted({m["policy"] for m in metas}, key=lambda p: (p is not None, p or ""))
