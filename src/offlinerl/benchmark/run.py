@@ -103,16 +103,18 @@ def _budget_overrides(recipe: Path, updates: int | None, eval_episodes: int | No
 
 def learner_threads(overrides: list[str], max_concurrent: int | None, cpus: float) -> tuple[int, int] | None:
     """``(runs at a time, torch threads of each run's learner)`` on a machine of ``cpus`` CPUs: the runs at once
-    (``max_concurrent``, else the sweep's default for in-process learners, one per two CPUs:
-    ``jobs.sweep.trials.default_max_concurrent``) share its CPUs. The recipes keep ``num_cpus_per_learner: 1``
+    (``max_concurrent``, else the sweep's default for the recipes' in-process learners, one per two CPUs) share
+    its CPUs. The recipes keep ``num_cpus_per_learner: 1``
     (what a job file on a shared machine should ask for), so one run at a time on 2 cores trained on one and left
     the other idle: ReBRAC's 1024-row updates run 1.9x faster on both. ``None`` when ``overrides`` set the
     learners' CPUs themselves (``_CPU_KEYS``)."""
+    from offlinerl.algorithms.algorithm_config import AlgorithmConfig
     from offlinerl.config_io import parse_override
+    from offlinerl.jobs.sweep.trials import default_max_concurrent
 
     if any(".".join(parse_override(text)[0]) in _CPU_KEYS for text in overrides):
         return None
-    concurrent = max_concurrent or max(1, int(cpus // 2))
+    concurrent = max_concurrent or default_max_concurrent(AlgorithmConfig(), 1.0, cpus)  # in-process learners
     return concurrent, max(1, int(cpus // concurrent))
 
 

@@ -38,7 +38,6 @@ from offlinerl.episodes.episode import SingleAgentEpisode, episodes_to_table
 from offlinerl.episodes.fingerprint import table_digests
 from offlinerl.episodes.schema import JSON_DTYPE
 from offlinerl.episodes.spaces import space_from_json
-from offlinerl.episodes.schema import module_id_problem
 from offlinerl.ray_utils import node_id
 
 __all__ = [
@@ -203,7 +202,7 @@ def _policy_problem(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
                                    f"{len(policies)} policies ({names}); an agent belongs to one policy within an "
                                    "episode, so these steps are not one episode, and as two they would share one "
                                    "(episode_id, agent_id)")
-    if policies[0] is not None and (problem := module_id_problem(policies[0])) is not None:
+    if policies[0] is not None and (problem := S.module_id_problem(policies[0])) is not None:
         return "bad_policy_id", f"policy id {policies[0]!r} is stored as the rows' module_id, and {problem}"
     return None
 

@@ -247,10 +247,11 @@ def check_trial_resources(cpus_per_trial: float, address: str | None = None) -> 
                               f"machine's), so no trial could ever be scheduled; give at most {local}")
 
 
-def default_max_concurrent(config: AlgorithmConfig, cpus_per_trial: float) -> int:
-    """Trials that fit at once with one CPU left per trial for its Ray Data tasks and its learners' CPUs."""
+def default_max_concurrent(config: AlgorithmConfig, cpus_per_trial: float, cpus: float | None = None) -> int:
+    """Trials that fit at once on ``cpus`` (default: the Ray cluster's) with one CPU left per trial for its Ray Data
+    tasks and its learners' CPUs."""
     learners = config.num_learners * config.num_cpus_per_learner
-    return max(1, int(_cluster_cpus() // (cpus_per_trial + learners + 1)))
+    return max(1, int((_cluster_cpus() if cpus is None else cpus) // (cpus_per_trial + learners + 1)))
 
 
 def run_sweep(
