@@ -69,3 +69,12 @@ def test_uniform_box_log_density():
 def test_update_running_mean():
     out = ops.update_running_mean(torch.tensor(10.0), torch.tensor(20.0), 0.1)
     assert out.item() == pytest.approx(11.0)
+
+
+def test_at_bounds_counts_components_within_the_margin_of_either_bound():
+    # bounds [-2, 2] x [0, 1]: center [0, 0.5], half-ranges [2, 0.5]; 1% margin: |a − c| ≥ [1.98, 0.495]
+    actions = torch.tensor([[1.99, 0.5], [-2.0, 0.996], [1.97, 0.004], [0.0, 0.006]], requires_grad=True)
+    out = ops.at_bounds(actions, torch.tensor([0.0, 0.5]), torch.tensor([2.0, 0.5]))
+    assert out.item() == pytest.approx(4 / 8) and not out.requires_grad  # 1.99, -2.0, 0.996, 0.004
+    assert ops.at_bounds(actions, torch.tensor([0.0, 0.5]), torch.tensor([2.0, 0.5]), margin=0.02).item() == \
+        pytest.approx(6 / 8)  # also 1.97 (≥ 1.96) and 0.006 (≤ 0.01)

@@ -2,7 +2,7 @@
 
 Every algorithm uses these instead of re-deriving them: advantage weights,
 target-network updates, expectile regression, twin-critic minimum and the density
-of uniform actions over a box. Returns and advantages over episodes are numpy, in
+of uniform actions over a box, the share of actions at a box's bounds. Returns and advantages over episodes are numpy, in
 ``offlinerl.discount`` (connectors use them, and must not need torch).
 """
 
@@ -25,6 +25,7 @@ __all__ = [
     "ensemble_mse",
     "soft_actor_loss",
     "temperature_loss",
+    "at_bounds",
 ]
 
 
@@ -94,3 +95,9 @@ def soft_actor_loss(logp: torch.Tensor, q_min: torch.Tensor, alpha: torch.Tensor
 def temperature_loss(log_alpha: torch.Tensor, logp: torch.Tensor, target_entropy: float) -> torch.Tensor:
     """SAC's temperature loss ``−mean(log α · (log π + H̄))``: raises α while the entropy −log π is below H̄."""
     return -(log_alpha * (logp.detach() + target_entropy)).mean()
+
+
+def at_bounds(actions: torch.Tensor, center: torch.Tensor, scale: torch.Tensor, margin: float = 0.01) -> torch.Tensor:
+    """Share of the action components within ``margin`` half-ranges of a bound: ``|a − center| ≥ (1 − margin)·scale``,
+    averaged over ``[B, A]`` (a scalar in [0, 1], no gradient). A tanh-squashed actor there has ~0 gradient."""
+    return ((actions.detach() - center).abs() >= (1.0 - margin) * scale).float().mean()

@@ -46,7 +46,8 @@ class Tiny(nn.Module):
         self.target_p = nn.Parameter(torch.tensor(target_p), requires_grad=False)
         self.target_c = nn.Parameter(torch.tensor(target_c), requires_grad=False)
         self.target_d = nn.Parameter(torch.tensor(target_d), requires_grad=False)
-        for name, value in (("action_low", -2.0), ("action_high", 2.0), ("action_scale", 2.0)):
+        for name, value in (("action_low", -2.0), ("action_high", 2.0), ("action_center", 0.0),
+                            ("action_scale", 2.0)):
             self.register_buffer(name, torch.tensor([value]))
 
     def actions(self, obs):
@@ -108,6 +109,10 @@ def test_actor_loss_by_hand_min_over_critics_lambda_and_bc_weight():
     assert out.metrics["rebrac/q_mean"].item() == pytest.approx(-1.0)
     assert out.metrics["rebrac/bc_penalty"].item() == pytest.approx(0.125)
     assert out.losses["actor"].item() == pytest.approx(0.5625)
+    assert out.metrics["rebrac/actor_at_bounds"].item() == 0.0 and out.metrics["rebrac/data_at_bounds"].item() == 0.0
+    at_bound = L.actor_loss({C.OBS: torch.tensor([[4.0], [1.0]]), C.ACTIONS: torch.tensor([[-2.0], [0.0]])}, Tiny(), CFG)
+    assert at_bound.metrics["rebrac/actor_at_bounds"].item() == 0.5  # π = [2, 0.5]: the first at the upper bound
+    assert at_bound.metrics["rebrac/data_at_bounds"].item() == 0.5
     # λ is a constant: d/dp = mean(0.5·(p·s − a)·s/2 − 0.5·dQ_min/dp) = mean(0.5·[0, 1] − 0.5·[2, -2]) = 0.25
     (grad,) = torch.autograd.grad(out.losses["actor"], [module.p])
     assert grad.item() == pytest.approx(0.25)
@@ -194,7 +199,8 @@ def test_the_actor_and_targets_move_every_policy_freq_updates_and_report_only_th
     learner = ReBRACLearner(config=cfg, module_spec=spec).build()
     module = learner.module["default_policy"]
     critic_names = {"losses/critic", "rebrac/critic_penalty", "rebrac/q_data_mean", "rebrac/target_mean"}
-    actor_names = {"losses/actor", "rebrac/lambda", "rebrac/q_mean", "rebrac/bc_penalty"}
+    actor_names = {"losses/actor", "rebrac/lambda", "rebrac/q_mean", "rebrac/bc_penalty", "rebrac/actor_at_bounds",
+                   "rebrac/data_at_bounds"}
     for i in range(4):
         before = {k: v.clone() for k, v in module.state_dict().items()}
         metrics = learner.update(_batch_np(seed=i))

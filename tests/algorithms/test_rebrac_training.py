@@ -5,6 +5,7 @@ resume and streaming for every algorithm: test_contract.py.)"""
 
 import copy
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -86,3 +87,27 @@ def test_shipped_job_file_loads_with_its_config():
     assert job.algorithm == "rebrac" and isinstance(config, ReBRACConfig)
     assert (ROOT / job.dataset / "card.json").is_file()  # scored against the card's anchors
     assert job.stop.updates and config.normalize_observations
+
+
+@pytest.mark.parametrize("actor_lr,bc,saturates", [(1e-2, 0.0, True), (1e-3, 0.1, False)])
+def test_a_job_says_once_when_its_actor_runs_to_the_action_bounds(ray_session, tmp_path, capsys, actor_lr, bc,
+                                                                  saturates):
+    """With no BC weight and a large actor step the actor reaches tanh's flat ends within a few dozen updates on the
+    shipped Pendulum set (4% of its actions within 1% of a bound); the job says so once, naming the setting to change."""
+    import yaml
+
+    from offlinerl.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({
+        "algorithm": "rebrac", "dataset": str(ROOT / "datasets" / "pendulum-mixed"),
+        "config": {"updates_per_iteration": 40, "train_batch_size": 256, "model": {"hidden": [64, 64]},
+                   "actor_lr": actor_lr, "actor_bc_coef": bc, "normalize_observations": False, "evaluation": {"episodes": 1, "interval": 0}},
+        "stop": {"iterations": 3}}))
+    assert main(["train", str(job), "--output", str(tmp_path / "run"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("the actor is at the action bounds") == (1 if saturates else 0)
+    if saturates:
+        assert "raise config.actor_bc_coef" in out and "against 4% of the data's (rebrac/actor_at_bounds)" in out
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert all(0.03 < x["rebrac/data_at_bounds"] < 0.05 for x in lines if "rebrac/data_at_bounds" in x)

@@ -28,7 +28,8 @@ class Tiny(nn.Module):
         self.target_p = nn.Parameter(torch.tensor(target_p), requires_grad=False)
         self.target_c = nn.Parameter(torch.tensor(target_c), requires_grad=False)
         self.target_d = nn.Parameter(torch.tensor(target_d), requires_grad=False)
-        for name, value in (("action_low", -2.0), ("action_high", 2.0), ("action_scale", 2.0)):
+        for name, value in (("action_low", -2.0), ("action_high", 2.0), ("action_center", 0.0),
+                            ("action_scale", 2.0)):
             self.register_buffer(name, torch.tensor([value]))
 
     def actions(self, obs):
@@ -84,6 +85,7 @@ def test_actor_loss_by_hand_lambda_normalisation_and_bc_term():
     assert out.metrics["td3bc/q_mean"].item() == pytest.approx(-0.75)
     assert out.metrics["td3bc/bc_mse"].item() == pytest.approx(0.125)
     assert out.losses["actor"].item() == pytest.approx(lam * 0.75 + 0.125)
+    assert out.metrics["td3bc/actor_at_bounds"].item() == 0.0 and out.metrics["td3bc/data_at_bounds"].item() == 0.0
     # λ is a constant: d/dp = −λ·mean(d_0·s) + mean(2(p·s − a)·s / 4) = λ·0.5 + 0.5
     (grad,) = torch.autograd.grad(out.losses["actor"], [module.p])
     assert grad.item() == pytest.approx(lam * 0.5 + 0.5)

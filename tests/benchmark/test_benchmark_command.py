@@ -175,9 +175,10 @@ def test_the_sizes_offered_are_the_generators_sizes():
             assert d.shipped is not None or set(d.steps) == set(SIZES), (suite.name, d.name, d.steps)
 
 
-def _fake_benchmark(root: Path, seeds: list[int], finished: dict[str, list[float]]) -> None:
+def _fake_benchmark(root: Path, seeds: list[int], finished: dict[str, list[float]],
+                    metrics: dict[str, dict] | None = None) -> None:
     """A benchmark directory of the classic suite on pendulum whose sweeps hold ``finished``: algorithm -> the final
-    returns of its first seeds (the others did not finish)."""
+    returns of its first seeds (the others did not finish); ``metrics``: algorithm -> more metrics of its runs."""
     from offlinerl.benchmark.run import BENCHMARK_FILE, BenchmarkSpec, _sweep
     from offlinerl.benchmark.suites import REPO
 
@@ -193,7 +194,8 @@ def _fake_benchmark(root: Path, seeds: list[int], finished: dict[str, list[float
         for trial, ret in zip(sweep.trials, returns):
             run = root / "sweeps" / f"pendulum-{algorithm}" / "trials" / trial.name
             run.mkdir(parents=True)
-            (run / "metrics.jsonl").write_text(json.dumps({"learner/updates": 40, "eval/return_mean": ret}) + "\n")
+            (run / "metrics.jsonl").write_text(json.dumps({"learner/updates": 40, "eval/return_mean": ret,
+                                                           **(metrics or {}).get(algorithm, {})}) + "\n")
             (run / "result.json").write_text(json.dumps({"final_eval_return": ret, "best_eval_return": ret,
                                                          "updates": 40, "train_time_s": 1.0}))
 
@@ -223,6 +225,21 @@ def test_one_seed_gives_a_score_without_a_spread_or_an_interval(tmp_path):
     table = (tmp_path / "one" / "scores.md").read_text()
     assert "±" not in table.split("\n\n")[1] and "| **IQM [95% CI]** | " in table and " [n/a] |" in table, table
     assert "mean over seeds (one seed: no ± std, no interval)" in table
+
+
+def test_the_table_names_a_run_whose_actor_sat_at_the_action_bounds(tmp_path):
+    from offlinerl.benchmark.run import summarize_benchmark
+
+    saturated = {"td3bc/actor_at_bounds": 1.0, "td3bc/data_at_bounds": 0.04}
+    _fake_benchmark(tmp_path / "b", [0, 1], {"bc": [-500.0, -400.0], "td3bc": [-1200.0, -300.0]},
+                    metrics={"td3bc": saturated})
+    table = (summarize_benchmark(tmp_path / "b"), (tmp_path / "b" / "scores.md").read_text())[1]
+    said = table.split("What the jobs said:\n\n")[1].splitlines()
+    assert [line.split(":")[0] for line in said] == ["- td3bc on pendulum, 000_seed-0", "- td3bc on pendulum, 001_seed-1"]
+    assert "at the action bounds after 40 updates: 100% of its action components" in said[0]
+    assert "lower config.alpha" in said[0]
+    _fake_benchmark(tmp_path / "c", [0], {"bc": [-500.0]})
+    assert "What the jobs said" not in (summarize_benchmark(tmp_path / "c"), (tmp_path / "c" / "scores.md").read_text())[1]
 
 
 @pytest.mark.usefixtures("ray_session")

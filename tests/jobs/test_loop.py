@@ -21,9 +21,10 @@ class Counter:
     """A Trainable whose iterations take ``seconds`` of "training" each and whose returns rise by one."""
 
     def __init__(self, updates_per_iteration: int = 10, seconds: float = 1.0, eval_every: int = 0,
-                 loss_at: dict[int, float] | None = None) -> None:
+                 loss_at: dict[int, float] | None = None, extra: dict[int, dict] | None = None) -> None:
         self.iteration, self.num_updates, self.last_eval = 0, 0, {}
         self.upi, self.seconds, self.eval_every, self.loss_at = updates_per_iteration, seconds, eval_every, loss_at or {}
+        self.extra = extra or {}  # iteration -> further metrics of that iteration
         self.saved: list[tuple[str, dict]] = []
 
     @property
@@ -39,7 +40,7 @@ class Counter:
         self.num_updates += self.upi
         m = {"iteration": float(self.iteration), "learner/updates": float(self.num_updates),
              "perf/iteration_s": self.seconds, "losses/total": self.loss_at.get(self.iteration, 1.0),
-             "data/ratio": math.inf}
+             "data/ratio": math.inf, **self.extra.get(self.iteration, {})}
         if self.eval_every and self.iteration % self.eval_every == 0:
             m.update(self.evaluate())
         return m
@@ -167,3 +168,27 @@ def test_total_time_goes_on_across_a_resume(tmp_path):
     run_job(again, tmp_path, StopConfig(iterations=3), t_start=time.time(), resumed=True)
     totals = [line["time/total_s"] for line in _lines(tmp_path) if "time/total_s" in line]
     assert totals == sorted(totals) and totals[-1] >= max(line.get("time/total_s", 0) for line in first) > 100, totals
+
+
+def test_an_actor_at_the_action_bounds_is_said_once_with_the_setting_to_change(tmp_path):
+    at = {"rebrac/actor_at_bounds": 0.98, "rebrac/data_at_bounds": 0.05}
+    said: list[str] = []
+    run_job(Counter(extra={1: {"rebrac/actor_at_bounds": 0.3, "rebrac/data_at_bounds": 0.05}, 2: at, 3: at}), tmp_path,
+            StopConfig(iterations=3), t_start=0.0, log=said.append)
+    notices = [line for line in said if "action bounds" in line]
+    assert notices == [notices[0]] and "after 20 updates: 98% of its action components" in notices[0]
+    assert "against 5% of the data's (rebrac/actor_at_bounds)" in notices[0] and "raise config.actor_bc_coef" in notices[0]
+
+
+@pytest.mark.parametrize("metrics,expected", [
+    ({"td3bc/actor_at_bounds": 0.6, "td3bc/data_at_bounds": 0.1}, "lower config.alpha"),  # at both thresholds
+    ({"agent_0/rebrac/actor_at_bounds": 1.0, "agent_0/rebrac/data_at_bounds": 0.0}, "agent_0/rebrac/actor_at_bounds"),
+    ({"rebrac/actor_at_bounds": 1.0, "rebrac/data_at_bounds": 0.7}, None),   # the data sit at the bounds too
+    ({"rebrac/actor_at_bounds": 0.45, "rebrac/data_at_bounds": 0.0}, None),  # most actions inside
+    ({"rebrac/actor_at_bounds": 1.0}, None),                                  # nothing to compare with
+])
+def test_which_actors_count_as_saturated(metrics, expected):
+    from offlinerl.jobs.guards import saturated_actor
+
+    notice = saturated_actor(metrics)
+    assert (notice is None) if expected is None else (expected in notice)

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file
-from offlinerl.jobs.sweep.summary import eval_curve, mean_std
+from offlinerl.jobs.sweep.summary import eval_curve, first_notice, mean_std
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.trusted import allow_env_packages, load_config_file
 
@@ -267,7 +267,8 @@ def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]
         best = result.get("best_eval_return")
         runs.append({"trial": t.name, "group": t.group, "updates": result.get("updates"),
                      "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),
-                     "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve})
+                     "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve,
+                     "notice": first_notice(trial / "metrics.jsonl")})
     return runs
 
 
@@ -389,6 +390,10 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     runs = f"{summary['runs']} run" + ("" if summary["runs"] == 1 else "s")
     lines += ["", f"{runs}, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
               f"start-up excluded){wall}."]
+    notices = [f"- {cell['algorithm']} on {cell['dataset']}, {run['trial']}: {run['notice']}"
+               for cell in summary["cells"].values() for run in cell["runs"] if run.get("notice")]
+    if notices:
+        lines += ["", "What the jobs said:", "", *notices]
     return "\n".join(lines) + "\n"
 
 

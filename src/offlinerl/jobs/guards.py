@@ -5,6 +5,8 @@
 - ``check_losses``: a loss that became NaN or infinite stops the job with
   :class:`NonFiniteLossError`, raised before that iteration is checkpointed, so
   the last checkpoint on disk is the last good one.
+- ``saturated_actor``: a deterministic tanh actor (TD3+BC, ReBRAC) whose actions sit at the action bounds
+  while the data's do not; the loop says so once, with the setting to change.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Mapping
 from offlinerl.config_io import to_finite_json
 from offlinerl.core import metrics as M
 
-__all__ = ["NonFiniteLossError", "check_losses", "metrics_json"]
+__all__ = ["NonFiniteLossError", "check_losses", "metrics_json", "saturated_actor"]
 
 
 def metrics_json(metrics: Mapping[str, Any]) -> str:
@@ -63,3 +65,32 @@ def check_losses(metrics: Mapping[str, Any], *, updates_before: int,
     if bad:
         updates = (updates_before + 1, int(metrics.get(M.UPDATES, updates_before)))
         raise NonFiniteLossError(bad, int(metrics.get(M.ITERATION, 0)), updates, last_checkpoint)
+
+
+#: An actor is reported saturated when at least this share of its action components lie within 1% of a bound ...
+SATURATED = 0.5
+#: ... and the data's share is at least this much lower.
+SATURATED_ABOVE_DATA = 0.4
+#: The setting that pulls each algorithm's actor back towards the data's actions.
+_BC_KNOB = {"rebrac": "raise config.actor_bc_coef", "td3bc": "lower config.alpha"}
+
+
+def saturated_actor(metrics: Mapping[str, Any]) -> str | None:
+    """A one-line notice if an iteration's ``[<module>/]<algo>/actor_at_bounds`` is at least ``SATURATED`` and
+    ``SATURATED_ABOVE_DATA`` above the data's ``<algo>/data_at_bounds``; else None. Where a tanh actor sits at a
+    bound its gradient is ~0: neither its BC term nor its Q term pulls those actions back."""
+    for key, value in metrics.items():
+        if not key.endswith("/actor_at_bounds") or not isinstance(value, (int, float)):
+            continue
+        data = metrics.get(key[: -len("actor_at_bounds")] + "data_at_bounds")
+        if not isinstance(data, (int, float)) or value < SATURATED or value - data < SATURATED_ABOVE_DATA:
+            continue
+        algo = key.split("/")[-2]
+        knob = _BC_KNOB.get(algo, "weigh the actor's BC term more")
+        updates = metrics.get(M.UPDATES)
+        when = f" after {int(updates):,} updates" if isinstance(updates, (int, float)) else ""
+        return (f"the actor is at the action bounds{when}: {value:.0%} of its action components lie within 1% of a "
+                f"bound, against {data:.0%} of the data's ({key}). There tanh's gradient is ~0, so neither the BC "
+                f"term nor Q pulls them back; if its evaluations stay low, {knob} (docs/training.md, 'An actor at "
+                f"the action bounds')")
+    return None

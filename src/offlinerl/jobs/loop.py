@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from offlinerl.config_io import to_finite_json
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
-from offlinerl.jobs.guards import NonFiniteLossError, check_losses
+from offlinerl.jobs.guards import NonFiniteLossError, check_losses, saturated_actor
 from offlinerl.jobs.run_dir import MetricsLog, prune_checkpoints, resolve_resumed
 from offlinerl.jobs.spec import StopConfig
 from offlinerl.jobs.tracking import LoggingConfig, Trackers, open_trackers
@@ -151,6 +151,7 @@ def run_job(
     # time/total_s goes on from where the kept records left it: a resumed job's curve against time does not fold back
     before_s = max((float(h.get(M.TOTAL_S) or 0.0) for h in metrics.history), default=0.0) if resumed else 0.0
     first_update_s = None
+    noticed = False  # the saturated-actor notice, said once per job
     ckpt = None
     status = "FAILED"
     try:
@@ -170,6 +171,9 @@ def run_job(
                 bar.set_postfix(_postfix(last, trainable.last_eval))  # first: a plain line printed by update
                 bar.update(done)                                          # shows this iteration's metrics
             check_losses(last, updates_before=updates_before, last_checkpoint=last_good)
+            if not noticed and (notice := saturated_actor(last)):
+                log(notice)
+                noticed = True
             if checkpoint_interval and trainable.iteration % checkpoint_interval == 0:
                 last_good = trainable.save_checkpoint(run / "checkpoints" / f"iter-{trainable.iteration:06d}",
                                                       overwrite=True)

@@ -10,7 +10,10 @@ row's last step, where the data holds no a'_data):
   actor    = mean (β1 · Σ_a ((π(s) − a)/h)² − λ · Q_π)              (every policy_freq-th update)
 
 The penalties are measured in half-ranges, so β1 and β2 keep the paper's meaning (its actions lie in
-[−1, 1]) whatever the bounds. The module provides what TD3+BC's losses use (offlinerl.algorithms.td3bc).
+[−1, 1]) whatever the bounds. The module provides what TD3+BC's losses use (offlinerl.algorithms.td3bc). The actor's metrics
+include the share of π(s)'s and of the data's action components within 1% of a bound (``ops.at_bounds``): with
+a small β1 the actor can run to tanh's flat ends in its first updates, where no gradient brings it back, and the
+job loop says so (``offlinerl.jobs.guards.saturated_actor``).
 """
 
 from __future__ import annotations
@@ -55,5 +58,7 @@ def actor_loss(batch: dict[str, Tensor], module, config: ReBRACConfig) -> LossOu
     q_pi = ops.twin_min(module.q_values(obs, pi))  # [B]
     lam = 1.0 / q_pi.detach().abs().mean().clamp_min(1e-8) if config.normalize_q else q_pi.new_ones(())
     bc = bc_penalty(pi, act, module.action_scale)  # [B]
-    metrics = {"rebrac/lambda": lam, "rebrac/q_mean": q_pi.detach().mean(), "rebrac/bc_penalty": bc.detach().mean()}
+    metrics = {"rebrac/lambda": lam, "rebrac/q_mean": q_pi.detach().mean(), "rebrac/bc_penalty": bc.detach().mean(),
+               "rebrac/actor_at_bounds": ops.at_bounds(pi, module.action_center, module.action_scale),
+               "rebrac/data_at_bounds": ops.at_bounds(act, module.action_center, module.action_scale)}
     return LossOut(losses={"actor": (config.actor_bc_coef * bc - lam * q_pi).mean()}, metrics=metrics)

@@ -12,7 +12,7 @@ Per update on a batch (s, a, r, s', terminated), with π̄, Q̄ the Polyak-avera
 The BC term is measured in units of the half-range, so α keeps the paper's meaning (its
 actions lie in [−1, 1]) whatever the bounds. The module provides (E members, B batch):
 actions(obs) and target_actions(obs) -> [B,A]; q_values(obs, actions) and target_q_values
--> [E,B]; action_low, action_high, action_scale (the half-range) [A].
+-> [E,B]; action_low, action_high, action_center, action_scale (the half-range) [A].
 """
 
 from __future__ import annotations
@@ -59,5 +59,7 @@ def actor_loss(batch: dict[str, Tensor], module, config: TD3BCConfig) -> LossOut
     lam = config.alpha / q1.detach().abs().mean().clamp_min(1e-8)
     bc_mse = ((pi - act) / module.action_scale).square().mean()
     q_mean = q1.mean()
-    metrics = {"td3bc/lambda": lam, "td3bc/q_mean": q_mean.detach(), "td3bc/bc_mse": bc_mse.detach()}
+    metrics = {"td3bc/lambda": lam, "td3bc/q_mean": q_mean.detach(), "td3bc/bc_mse": bc_mse.detach(),
+               "td3bc/actor_at_bounds": ops.at_bounds(pi, module.action_center, module.action_scale),
+               "td3bc/data_at_bounds": ops.at_bounds(act, module.action_center, module.action_scale)}
     return LossOut(losses={"actor": -lam * q_mean + bc_mse}, metrics=metrics)

@@ -8,14 +8,14 @@ import io
 import json
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from offlinerl.config_io import to_finite_json
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.sweep.plan import TRIALS, SweepSpec
 
-__all__ = ["summarize", "mean_std", "eval_curve"]
+__all__ = ["summarize", "mean_std", "eval_curve", "first_notice"]
 
 _STATS = ("final_eval_return", "best_eval_return", "final_eval_normalized_score", "best_eval_normalized_score")
 
@@ -62,19 +62,31 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     return out
 
 
-def eval_curve(path: Path) -> list[tuple[float, float]]:
-    """``(updates, evaluation return)`` of every evaluation in a run's ``metrics.jsonl`` (unreadable lines skipped)."""
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a run's ``metrics.jsonl`` (none if it is missing; unreadable lines skipped)."""
     if not path.is_file():
-        return []
-    out = []
+        return
     for line in path.read_text().splitlines():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(r.get(M.EVAL_RETURN_MEAN), (int, float)):
-            out.append((float(r[M.UPDATES]), float(r[M.EVAL_RETURN_MEAN])))
-    return out
+        if isinstance(r, dict):
+            yield r
+
+
+def eval_curve(path: Path) -> list[tuple[float, float]]:
+    """``(updates, evaluation return)`` of every evaluation in a run's ``metrics.jsonl`` (unreadable lines skipped)."""
+    return [(float(r[M.UPDATES]), float(r[M.EVAL_RETURN_MEAN])) for r in _records(path)
+            if isinstance(r.get(M.EVAL_RETURN_MEAN), (int, float))]
+
+
+def first_notice(path: Path) -> str | None:
+    """The notice the job loop said about its run (``jobs.guards.saturated_actor``: an actor at the action
+    bounds), from the first ``metrics.jsonl`` record that calls for it; None if none does."""
+    from offlinerl.jobs.guards import saturated_actor
+
+    return next((n for n in map(saturated_actor, _records(path)) if n), None)
 
 
 def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
