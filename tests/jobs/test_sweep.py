@@ -42,10 +42,12 @@ def test_trials_are_the_product_of_the_grid_times_the_seeds_in_order():
     assert [(t.name, t.overrides) for t in only] == [("000", [])]
 
 
-def _fake_trial(root: Path, name: str, final: float | None, best: float, curve: list[float]) -> None:
+def _fake_trial(root: Path, name: str, final: float | None, best: float, curve: list[float],
+                extra: dict | None = None) -> None:
     run = root / "trials" / name
     run.mkdir(parents=True)
-    lines = [{"iteration": i + 1, "learner/updates": 100 * (i + 1), "eval/return_mean": r} for i, r in enumerate(curve)]
+    lines = [{"iteration": i + 1, "learner/updates": 100 * (i + 1), "eval/return_mean": r, **(extra or {})}
+             for i, r in enumerate(curve)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (run / "result.json").write_text(json.dumps({"final_eval_return": final, "best_eval_return": best,
                                                  "updates": 100 * len(curve), "train_time_s": 2.0}))
@@ -57,7 +59,8 @@ def test_summary_gives_mean_and_std_over_finished_seeds_per_grid_point(tmp_path)
                      seeds=[0, 1], trials=trials)
     _fake_trial(tmp_path, trials[0].name, 10.0, 12.0, [5.0, 10.0])
     _fake_trial(tmp_path, trials[1].name, 20.0, 20.0, [15.0, 20.0])
-    _fake_trial(tmp_path, trials[2].name, 7.0, 9.0, [9.0, 7.0])  # trials[3] did not finish
+    _fake_trial(tmp_path, trials[2].name, 7.0, 9.0, [9.0, 7.0],  # trials[3] did not finish
+                extra={"rebrac/actor_at_bounds": 0.99, "rebrac/data_at_bounds": 0.05})
     out = summarize(tmp_path, spec)
     a, b = out["rows"]
     assert (a["config.beta"], a["trials"], a["finished"]) == (1, 2, 2)
@@ -70,6 +73,9 @@ def test_summary_gives_mean_and_std_over_finished_seeds_per_grid_point(tmp_path)
     assert [r["config.beta"] for r in rows] == ["1", "10"] and math.isclose(float(rows[0]["final_eval_return_mean"]), 15)
     md = (tmp_path / "summary.md").read_text()
     assert "| 1 | 2/2 | 15.0 ± 5.0 | 16.0 ± 4.0 |" in md and "| 10 | 1/2 | 7.0 ± 0.0 | 9.0 ± 0.0 |" in md
+    said = md.split("What the jobs said:\n\n")[1].splitlines()  # the loop's notice, from the first line it fits
+    assert len(said) == 1 and said[0].startswith(f"- {trials[2].name}: the actor is at the action bounds after 100 "
+                                                 "updates: 99% of its action components") and out["notices"] == said
     assert (tmp_path / "sweep.png").stat().st_size > 5000
 
 

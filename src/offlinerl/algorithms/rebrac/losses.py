@@ -10,10 +10,10 @@ row's last step, where the data holds no a'_data):
   actor    = mean (β1 · Σ_a ((π(s) − a)/h)² − λ · Q_π)              (every policy_freq-th update)
 
 The penalties are measured in half-ranges, so β1 and β2 keep the paper's meaning (its actions lie in
-[−1, 1]) whatever the bounds. The module provides what TD3+BC's losses use (offlinerl.algorithms.td3bc). The actor's metrics
-include the share of π(s)'s and of the data's action components within 1% of a bound (``ops.at_bounds``): with
-a small β1 the actor can run to tanh's flat ends in its first updates, where no gradient brings it back, and the
-job loop says so (``offlinerl.jobs.guards.saturated_actor``).
+[−1, 1]) whatever the bounds. The module provides what TD3+BC's losses use (offlinerl.algorithms.td3bc).
+The actor's metrics include the share of π(s)'s and of the data's action components within 1% of a bound
+(``ops.at_bounds``): with a small β1 the actor can run to tanh's flat ends in its first updates, where no
+gradient brings it back, and the job loop says so (``offlinerl.jobs.guards.saturated_actor``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A sweep's summary: the finished trials grouped by grid point (mean and std over seeds of the final and
-best return and score) as ``summary.csv``, ``summary.md``, ``summary.json`` and ``sweep.png``."""
+best return and score) as ``summary.csv``, ``summary.md``, ``summary.json`` and ``sweep.png``; ``summary.md``
+ends with what the job loop said about a trial's run (``first_notice``: an actor at the action bounds)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     """Group the finished trials by grid point: ``summary.csv``, ``summary.md``, ``sweep.png``; returns the rows."""
     root = Path(sweep_dir)
     points: dict[str, dict[str, Any]] = {}
+    notices: list[str] = []  # what the loop said about a trial's run (an actor at the action bounds)
     for t in spec.trials:
         key = json.dumps(t.point, sort_keys=True)
         row = points.setdefault(key, {"point": t.point, "trials": 0, "finished": 0, "results": [], "curves": []})
@@ -38,6 +40,9 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
             row["finished"] += 1
             row["results"].append(json.loads(result_file.read_text()))
             row["curves"].append(eval_curve(root / TRIALS / t.name / "metrics.jsonl"))
+        notice = first_notice(root / TRIALS / t.name / "metrics.jsonl")
+        if notice:
+            notices.append(f"- {t.name}: {notice}")
     rows = []
     for row in points.values():
         out = {**{k: row["point"][k] for k in spec.grid}, "trials": row["trials"], "finished": row["finished"]}
@@ -49,7 +54,8 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
         rows.append((out, row["curves"]))
     table = [r for r, _ in rows]
     _write_csv(root / "summary.csv", table)
-    replace_file(root / "summary.md", _markdown(table, list(spec.grid)))
+    replace_file(root / "summary.md", _markdown(table, list(spec.grid))
+                 + ("\nWhat the jobs said:\n\n" + "\n".join(notices) + "\n" if notices else ""))
     _plot(root / "sweep.png", rows, list(spec.grid), Path(spec.job).stem)
     best = max((r for r in table if r["final_eval_return_mean"] is not None),
                key=lambda r: r["final_eval_return_mean"], default=None)
@@ -57,7 +63,8 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     for t in spec.trials:
         attempts = root / TRIALS / f"{t.name}.json"
         nodes[t.name] = [a["node"] for a in json.loads(attempts.read_text())["attempts"]] if attempts.is_file() else []
-    out = {"rows": table, "best": best, "keys": list(spec.grid), "trial_nodes": nodes, "sweep_dir": str(root)}
+    out = {"rows": table, "best": best, "keys": list(spec.grid), "trial_nodes": nodes, "sweep_dir": str(root),
+           "notices": notices}
     replace_file(root / "summary.json", json.dumps(to_finite_json(out), indent=2) + "\n")
     return out
 
