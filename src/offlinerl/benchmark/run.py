@@ -27,7 +27,7 @@ from typing import Any, Callable
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file
-from offlinerl.jobs.sweep.summary import eval_curve, first_notice, mean_std
+from offlinerl.jobs.sweep.summary import mean_std, read_run
 from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
 from offlinerl.trusted import allow_env_packages, load_config_file
 
@@ -263,12 +263,13 @@ def _runs(sweep_dir: Path, anchors: tuple[float, float]) -> list[dict[str, Any]]
         if not isinstance(result.get("final_eval_return"), (int, float)):
             continue
         score = lambda r: normalized_score(r, *anchors)  # noqa: E731
-        curve = [(updates, score(ret)) for updates, ret in eval_curve(trial / "metrics.jsonl")]
+        returns, notice = read_run(trial / "metrics.jsonl")
+        curve = [(updates, score(ret)) for updates, ret in returns]
         best = result.get("best_eval_return")
         runs.append({"trial": t.name, "group": t.group, "updates": result.get("updates"),
                      "train_time_s": result.get("train_time_s"), "final": score(result["final_eval_return"]),
                      "best": score(best) if isinstance(best, (int, float)) else None, "curve": curve,
-                     "notice": first_notice(trial / "metrics.jsonl")})
+                     "notice": notice})
     return runs
 
 

@@ -1,6 +1,6 @@
 """A sweep's summary: the finished trials grouped by grid point (mean and std over seeds of the final and
 best return and score) as ``summary.csv``, ``summary.md``, ``summary.json`` and ``sweep.png``; ``summary.md``
-ends with what the job loop said about a trial's run (``first_notice``: an actor at the action bounds)."""
+ends with what the job loop said about a trial's run (``read_run``: an actor at the action bounds)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import io
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from offlinerl.config_io import to_finite_json
 from offlinerl.core import metrics as M
 from offlinerl.episodes.atomic import replace_file
 from offlinerl.jobs.sweep.plan import TRIALS, SweepSpec
 
-__all__ = ["summarize", "mean_std", "eval_curve", "first_notice"]
+__all__ = ["summarize", "mean_std", "read_run"]
 
 _STATS = ("final_eval_return", "best_eval_return", "final_eval_normalized_score", "best_eval_normalized_score")
 
@@ -36,11 +36,11 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
         row = points.setdefault(key, {"point": t.point, "trials": 0, "finished": 0, "results": [], "curves": []})
         row["trials"] += 1
         result_file = root / TRIALS / t.name / "result.json"
+        curve, notice = read_run(root / TRIALS / t.name / "metrics.jsonl")
         if result_file.is_file():
             row["finished"] += 1
             row["results"].append(json.loads(result_file.read_text()))
-            row["curves"].append(eval_curve(root / TRIALS / t.name / "metrics.jsonl"))
-        notice = first_notice(root / TRIALS / t.name / "metrics.jsonl")
+            row["curves"].append(curve)
         if notice:
             notices.append(f"- {t.name}: {notice}")
     rows = []
@@ -69,31 +69,25 @@ def summarize(sweep_dir: str | Path, spec: SweepSpec) -> dict[str, Any]:
     return out
 
 
-def _records(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a run's ``metrics.jsonl`` (none if it is missing; unreadable lines skipped)."""
-    if not path.is_file():
-        return
-    for line in path.read_text().splitlines():
+def read_run(path: Path) -> tuple[list[tuple[float, float]], str | None]:
+    """One reading of a run's ``metrics.jsonl`` (missing: nothing; unreadable lines skipped): the ``(updates,
+    evaluation return)`` of every evaluation, and the notice the job loop said about the run
+    (``jobs.guards.saturated_actor``: an actor at the action bounds) from the first record that calls for it."""
+    from offlinerl.jobs.guards import saturated_actor
+
+    curve: list[tuple[float, float]] = []
+    notice = None
+    for line in path.read_text().splitlines() if path.is_file() else ():
         try:
             r = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(r, dict):
-            yield r
-
-
-def eval_curve(path: Path) -> list[tuple[float, float]]:
-    """``(updates, evaluation return)`` of every evaluation in a run's ``metrics.jsonl`` (unreadable lines skipped)."""
-    return [(float(r[M.UPDATES]), float(r[M.EVAL_RETURN_MEAN])) for r in _records(path)
-            if isinstance(r.get(M.EVAL_RETURN_MEAN), (int, float))]
-
-
-def first_notice(path: Path) -> str | None:
-    """The notice the job loop said about its run (``jobs.guards.saturated_actor``: an actor at the action
-    bounds), from the first ``metrics.jsonl`` record that calls for it; None if none does."""
-    from offlinerl.jobs.guards import saturated_actor
-
-    return next((n for n in map(saturated_actor, _records(path)) if n), None)
+        if not isinstance(r, dict):
+            continue
+        if isinstance(r.get(M.EVAL_RETURN_MEAN), (int, float)):
+            curve.append((float(r[M.UPDATES]), float(r[M.EVAL_RETURN_MEAN])))
+        notice = notice or saturated_actor(r)
+    return curve, notice
 
 
 def _write_csv(path: Path, table: list[dict[str, Any]]) -> None:
