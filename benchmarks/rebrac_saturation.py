@@ -15,8 +15,8 @@ actor's action components within 1% of a bound on 2,048 fixed states of the data
 actor is saturated by the jobs' own test (``offlinerl.jobs.guards.saturated_actor``: ≥ 50% at the bounds and ≥ 40
 points above the data), the next β1 of ``LADDER`` above it is probed, and so on, to the first β1 that no seed
 saturates. No evaluation return is looked at. An early saturation is not always a lasting one (benchmarks/README.md,
-"ReBRAC's actor at the bounds": walker2d's actors come back, halfcheetah-medium's and PointMaze-Large's did not), so
-the recipes keep the published values and this says where to look first.
+"Every suite dataset's ReBRAC recipe, probed": walker2d's actors come back, halfcheetah-medium's and
+PointMaze-Large's did not), so the recipes keep the published values and this says where to look first.
 
     PYTHONPATH=. python benchmarks/rebrac_saturation.py --suite locomotion --data-dir benchmarks/runs/locomotion-data \\
         --datasets halfcheetah-medium,hopper-medium --out benchmarks/results/rebrac_probe_locomotion.json
