@@ -8,6 +8,7 @@ from offlinerl.data.holdout import dataset_episode_ids, holdout_episode_ids
 from offlinerl.data_ops import (DataOpError, FilterConfig, SampleConfig, SplitConfig, filter_dataset, sample_dataset,
                                 split_dataset)
 from offlinerl.episodes import load_episodes, read_info
+from offlinerl.episodes.atomic import OutputExistsError
 from offlinerl.episodes.fingerprint import dataset_fingerprint
 from offlinerl.episodes.validate import validate_dataset
 from tests.data_ops.builders import base, lengths
@@ -82,6 +83,18 @@ def test_split_by_named_fractions(data, tmp_path):
     ids = {name: _ids(r.path) for name, r in parts.items()}
     assert [len(v) for v in ids.values()] == [5, 3, 2]
     assert sorted(sum(ids.values(), [])) == sorted(f"e{i}" for i in range(10))
+
+
+def test_split_writes_its_parts_into_an_existing_directory_and_leaves_the_rest(data, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    parts = split_dataset(data, out, SplitConfig(holdout=0.3, seed=5))
+    assert sorted(p.name for p in out.iterdir()) == ["holdout", "notes.txt", "train"]
+    assert (out / "notes.txt").read_text() == "keep me" and parts["train"].path == out / "train"
+    with pytest.raises(OutputExistsError, match="train"):  # a part of the same name: replaced with --overwrite only
+        split_dataset(data, out, SplitConfig(holdout=0.3, seed=5))
+    assert _ids(out / "train") == _ids(parts["train"].path)
 
 
 @pytest.mark.parametrize("make, message", [

@@ -90,8 +90,9 @@ def _read_ids(path: str | None, option: str) -> tuple[str, ...] | None:
     return tuple(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _output(p: argparse.ArgumentParser, what: str = "output dataset directory") -> None:
-    p.add_argument("-o", "--output", required=True, metavar="OUT", help=f"{what} (must not exist unless --overwrite)")
+def _output(p: argparse.ArgumentParser, what: str = "output dataset directory (must not exist unless --overwrite)"
+            ) -> None:
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help=what)
     p.add_argument("--overwrite", action="store_true", help=overwrite_help())
     add_address_option(p)
 
@@ -145,7 +146,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fractions", type=_fractions, default=(), metavar="NAME=F,...",
                    help="named shares summing to 1, e.g. train=0.8,valid=0.1,test=0.1")
     p.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
-    _output(p, "directory of the parts (OUT/NAME, each a dataset)")
+    _output(p, "directory of the parts: OUT/NAME, each a dataset, which must not exist unless --overwrite (OUT "
+               "itself may, and what else it holds is left alone)")
 
     p = ops.add_parser("mix", help="mix datasets of the same spaces, with weights and a source column")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="episode dataset directories (two or more)")
