@@ -7,6 +7,7 @@
     PYTHONPATH=. python benchmarks/scale.py throughput ...        updates/s against a bare PyTorch loop (throughput.py)
     PYTHONPATH=. python benchmarks/scale.py gpu ...               the learner on one CUDA device (gpu_check.py)
     PYTHONPATH=. python benchmarks/scale.py seeds updates|jobs ...  N seeds as one vectorised learner (vectorized_seeds.py)
+    PYTHONPATH=. python benchmarks/scale.py streaming D1 D2 ...   streaming / in-memory, whole commands (streaming_ratio.py)
 
 ``learners``: samples/s of ``num_learners`` 1 -> 2 (-> 4 where the CPUs exist), in-memory and
 streaming. Each learner is a Ray actor with ``--cpus-per-learner`` CPUs (torch threads = that), batch
@@ -101,7 +102,7 @@ def learners_main() -> None:
 #: Subcommand -> the module whose ``main()`` measures it (``learners`` is this file's own).
 SUBCOMMANDS = {"memory": "benchmarks.memory", "convert": "benchmarks.convert_cluster",
                "startup": "benchmarks.startup", "throughput": "benchmarks.throughput", "gpu": "benchmarks.gpu_check",
-               "seeds": "benchmarks.vectorized_seeds"}
+               "seeds": "benchmarks.vectorized_seeds", "streaming": "benchmarks.streaming_ratio"}
 
 
 def main() -> None:
