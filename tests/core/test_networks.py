@@ -53,6 +53,18 @@ def test_ensemble_mlp_cpu_chunks_match_batched_product():
             torch.testing.assert_close(g, ge, rtol=1e-5, atol=1e-4)  # sums over 4103 rows, in another order
 
 
+def test_ensemble_mlp_under_bf16_autocast_runs_all_rows_at_once_and_tracks_float32():
+    """Under autocast (config.precision: bf16) the CPU path takes more than CPU_ROW_CHUNK rows in one pass, in
+    bfloat16 but for the float32 output layer, and stays within bfloat16's rounding of the float32 result."""
+    torch.manual_seed(0)
+    ens = EnsembleMLP(2, 3, 1, [64, 64])
+    x = torch.randn(CPU_ROW_CHUNK * 2 + 7, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = ens(x)
+    assert out.dtype == torch.float32 and out.shape == (2, CPU_ROW_CHUNK * 2 + 7, 1)
+    torch.testing.assert_close(out, ens(x), rtol=0.05, atol=0.02)
+
+
 def test_categorical_hand_computed():
     d = Categorical(torch.tensor([[0.0, math.log(3.0)]]))
     torch.testing.assert_close(d.log_prob(torch.tensor([1])), torch.tensor([math.log(0.75)]))

@@ -158,11 +158,12 @@ class EnsembleMLP(nn.Module):
         return self._layers(x, batched_layer)  # [E, B, out]
 
     def _member_rows(self, x: torch.Tensor, e: int) -> torch.Tensor:
-        """Member ``e`` on ``[B, in]``, at most ``CPU_ROW_CHUNK`` rows at a time."""
+        """Member ``e`` on ``[B, in]``, at most ``CPU_ROW_CHUNK`` rows at a time in float32; under autocast (bfloat16,
+        half the bytes, and a cast of the weights per call) all rows at once: CQL's bf16 update 19.1 -> 21.4 upd/s."""
         def layer(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return torch.addmm(b[e], h, w[e])
 
-        if x.shape[0] <= CPU_ROW_CHUNK:
+        if x.shape[0] <= CPU_ROW_CHUNK or torch.is_autocast_enabled(x.device.type):
             return self._layers(x, layer)
         return torch.cat([self._layers(rows, layer) for rows in x.split(CPU_ROW_CHUNK)])
 
