@@ -55,16 +55,27 @@ def run_one(dataset: str, mode: str, updates: int, job: str) -> dict:
             "first_iteration_s": round(iters[0], 2), "first_update_s": round(result["first_update_s"], 2)}
 
 
+def _median(values: list) -> float | None:
+    """The median of the values that are not None (a budget of one iteration has no steady rate); None if none."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
 def ratios(rows: list[dict]) -> list[dict]:
     """Per (dataset, budget): medians of each mode and streaming / in-memory."""
     table = []
     for key in dict.fromkeys((r["dataset"], r["updates"]) for r in rows):
-        med = {m: {f: statistics.median(r[f] for r in rows if (r["dataset"], r["updates"]) == key and r["mode"] == m)
+        med = {m: {f: _median([r[f] for r in rows if (r["dataset"], r["updates"]) == key and r["mode"] == m])
                    for f in ("updates_per_s", "steady_updates_per_s", "wall_s", "first_update_s")} for m in MODES}
         s, i = med["streaming"], med["in_memory"]
+        steady = (s["steady_updates_per_s"] / i["steady_updates_per_s"]
+                  if s["steady_updates_per_s"] and i["steady_updates_per_s"] else None)  # None: a one-iteration budget
         table.append({"dataset": key[0], "updates": key[1], "streaming": s, "in_memory": i,
-                      "job_ratio": s["updates_per_s"] / i["updates_per_s"],
-                      "steady_ratio": s["steady_updates_per_s"] / i["steady_updates_per_s"],
+                      "job_ratio": s["updates_per_s"] / i["updates_per_s"], "steady_ratio": steady,
                       "wall_ratio": i["wall_s"] / s["wall_s"]})
     return table
 
@@ -74,9 +85,10 @@ def markdown(table: list[dict]) -> str:
              "job | steady | wall s, streaming / in-memory (ratio) |", "|---|---:|---:|---:|---:|---:|---:|"]
     for t in table:
         s, i = t["streaming"], t["in_memory"]
-        lines.append(f"| {t['dataset']} | {t['updates']:,} | {s['updates_per_s']:,.0f} ({s['steady_updates_per_s']:,.0f}) "
-                     f"| {i['updates_per_s']:,.0f} ({i['steady_updates_per_s']:,.0f}) | **{t['job_ratio']:.2f}** "
-                     f"| {t['steady_ratio']:.2f} | {s['wall_s']:.1f} / {i['wall_s']:.1f} ({t['wall_ratio']:.2f}) |")
+        steady = "—" if t["steady_ratio"] is None else f"{t['steady_ratio']:.2f}"
+        lines.append(f"| {t['dataset']} | {t['updates']:,} | {s['updates_per_s']:,.0f} ({_rate(s['steady_updates_per_s'])}) "
+                     f"| {i['updates_per_s']:,.0f} ({_rate(i['steady_updates_per_s'])}) | **{t['job_ratio']:.2f}** "
+                     f"| {steady} | {s['wall_s']:.1f} / {i['wall_s']:.1f} ({t['wall_ratio']:.2f}) |")
     return "\n".join(lines)
 
 
