@@ -85,6 +85,37 @@ def test_each_replica_equals_a_single_seed_run(algorithm, act_space, overrides):
     assert not torch.equal(replicas[0].get_module_state()[first], replicas[1].get_module_state()[first])
 
 
+@pytest.mark.parametrize("algorithm", ["td3bc", "rebrac"])
+def test_bf16_replicas_run_their_matmuls_in_bfloat16_and_track_their_single_seed_runs(algorithm):
+    """config.precision: bf16 with vectorised seeds: the stacked forwards run under autocast (their losses are not
+    the float32 stack's) and each replica's first update's losses are its single bf16 learner's to bfloat16's
+    rounding (the batched and the single matmuls round differently)."""
+    class WithNextActions(Batches):  # ReBRAC's critic penalty reads the dataset's next actions
+        def next_batch(self):
+            out = super().next_batch()
+            b = out[C.DEFAULT_MODULE_ID]
+            b["next_actions"], b["has_next_actions"] = b[C.ACTIONS].flip(0), torch.ones(self.size)
+            return out
+
+    def stacked(precision):
+        return SeedStack([_learner(algorithm, s, BOX_ACT, precision=precision) for s in SEEDS[:2]])
+
+    def sources():
+        return [WithNextActions(s, BOX_ACT, size=64) for s in SEEDS[:2]]
+
+    singles = [_learner(algorithm, s, BOX_ACT, precision="bf16") for s in SEEDS[:2]]
+    single_metrics = [lr.run_updates(src, 1) for lr, src in zip(singles, sources())]
+    bf16 = stacked("bf16").run_updates(sources(), 1)
+    fp32 = stacked("fp32").run_updates(sources(), 1)
+    losses = [k for k in single_metrics[0] if k.startswith("losses/")]
+    assert losses
+    for sm, bm, fm in zip(single_metrics, bf16, fp32):
+        for k in losses:
+            assert bm[k] == pytest.approx(sm[k], rel=0.05, abs=0.02), k
+            assert fm[k] == pytest.approx(sm[k], rel=0.05, abs=0.02), k
+    assert any(bm[k] != fm[k] for bm, fm in zip(bf16, fp32) for k in losses)  # autocast reached the stacked forwards
+
+
 def test_learners_with_running_statistics_outside_the_module_are_refused():
     with pytest.raises(ValueError, match="running statistics"):
         SeedStack([_learner("marwil", s, DISCRETE) for s in SEEDS[:2]])

@@ -354,7 +354,3 @@ def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session
     marwil.write_text(job.read_text().replace("algorithm: bc", "algorithm: marwil"))
     assert main(["sweep", str(marwil), "--seeds", "0-1", "--vectorize", "-o", str(tmp_path / "no")]) == 2
     assert "running statistics" in capsys.readouterr().err and not (tmp_path / "no").exists()
-    # ... and so is a setting that refuses several seeds in one learner (a NotVectorizable: a benchmark falls back)
-    assert main(["sweep", str(job), "--seeds", "0-1", "--vectorize", "--set", "config.precision=bf16",
-                 "-o", str(tmp_path / "no")]) == 2
-    assert "bf16 needs num_seeds: 1" in capsys.readouterr().err and not (tmp_path / "no").exists()

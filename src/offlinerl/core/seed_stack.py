@@ -209,7 +209,8 @@ class SeedStack:
         def one_seed(params, batch):
             return torch.func.functional_call(self._loss, params, (batch,))
 
-        losses, values = torch.func.vmap(one_seed, randomness="different")(tensors, stacked_batch)
+        with learner.autocast():  # config.precision: bf16 reaches the batched matmuls under vmap as well
+            losses, values = torch.func.vmap(one_seed, randomness="different")(tensors, stacked_batch)
         metrics: dict[str, torch.Tensor] = {}
         terms = {}
         for key, loss in losses.items():

@@ -395,11 +395,7 @@ def _check_vectorizable(spec: SweepSpec, configs: dict[str, Any], datasets: dict
 
     for t in {t.group: t for t in spec.trials}.values():  # a point's seeds differ in config.seed only
         job, config = configs[t.name]
-        try:
-            stacked = dataclasses.replace(config, num_seeds=2)
-        except ConfigError as exc:  # a setting that refuses several seeds (precision: bf16)
-            raise NotVectorizable(t.name, str(exc)) from None
-        problem = vectorize_problem(job.algorithm, stacked, str(datasets[t.name]))
+        problem = vectorize_problem(job.algorithm, dataclasses.replace(config, num_seeds=2), str(datasets[t.name]))
         if problem is not None:
             raise NotVectorizable(t.name, problem)
 
