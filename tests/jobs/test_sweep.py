@@ -17,6 +17,8 @@ import yaml
 from offlinerl.cli import main
 from offlinerl.config_io import ConfigError
 from offlinerl.jobs.sweep import SweepSpec, parse_grid, plan_trials, summarize
+from offlinerl.jobs.sweep import trials as trials_module
+from offlinerl.jobs.sweep.trials import progress_line
 from tests.datagen import make_dataset
 from tests.processes import interrupt_once_written, kill_once_written
 
@@ -40,6 +42,14 @@ def test_trials_are_the_product_of_the_grid_times_the_seeds_in_order():
     assert trials[3].point == {"config.beta": 10, "config.model.hidden": [64, 64]} and trials[3].seed == 1
     only = plan_trials({}, [])
     assert [(t.name, t.overrides) for t in only] == [("000", [])]
+
+
+def test_a_running_trials_progress_line_gives_updates_rate_time_left_and_last_evaluation():
+    record = {"learner/updates": 10000.0, "perf/updates_per_s": 20.0, "eval/return_mean": 1234.56}
+    assert progress_line("000_seed-0", record, 30000) == (
+        "  000_seed-0: 10,000 / 30,000 updates, 20.0 upd/s, ~17 min left, eval return 1234.6")
+    assert progress_line("t", {"learner/updates": 500.0, "perf/updates_per_s": 99.5}) == "  t: 500 updates, 99.5 upd/s"
+    assert progress_line("t", {"iteration": 1}) is None
 
 
 def _fake_trial(root: Path, name: str, final: float | None, best: float, curve: list[float],
@@ -324,7 +334,8 @@ def test_a_vectorised_sweep_plans_one_group_per_grid_point_and_reads_back_safely
 
 
 @pytest.mark.slow
-def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session, tmp_path, capsys):
+def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(trials_module, "PROGRESS_EVERY_S", 0.0)  # every running trial's record as a progress line
     data = make_dataset(tmp_path / "cartpole", episodes=6)
     job = tmp_path / "bc.yaml"
     job.write_text(yaml.safe_dump({
@@ -340,6 +351,7 @@ def test_a_vectorised_sweep_trains_each_grid_points_seeds_as_one_job(ray_session
     out = capsys.readouterr().out
     assert "4 of 4 trials to run as 2 vectorised job(s)" in out and "| 0.001 | 2/2 |" in out and "| 0.003 | 2/2 |" in out
     assert "[2/2] " in out and "/4] " not in out  # the progress counts the jobs that run (it stopped at [2/4])
+    assert "  000_lr-0.001: 20 updates, " in out  # a running job's progress line, from its first seed's records
     for point in ("000_lr-0.001", "001_lr-0.003"):
         top = json.loads((sweep / "trials" / point / "result.json").read_text())
         assert top["num_seeds"] == 2 and top["seeds"] == [0, 1]

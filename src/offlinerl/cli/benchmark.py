@@ -59,7 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="BENCH_DIR", help="continue the benchmark in BENCH_DIR")
     p.add_argument("--max-concurrent", type=int, default=None, metavar="N",
                    help="trials at a time per sweep, at least 1 (default: what the cluster's CPUs hold)")
-    p.add_argument("--no-progress", action="store_true", help="no line per step")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines (one per step and per finished run; a running run's updates, rate, time left "
+                        "and last evaluation at most once a minute)")
     add_address_option(p)
     p.set_defaults(func=run)
 

@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "actors and Ray Data tasks take their own); refused, before anything runs, above the CPUs of "
                    "the local Ray or of the cluster's largest node")
     add_address_option(p)
-    p.add_argument("--no-progress", action="store_true", help="no line per finished trial")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines (one per finished trial; a running trial's updates, rate, time left and last "
+                        "evaluation at most once a minute)")
     p.add_argument("--skip-validation", action="store_true",
                    help="do not validate the datasets first (by default the sweep validates each trial's dataset, "
                    "each distinct one once, before any trial starts; a trial whose dataset has errors is not run "

@@ -32,9 +32,10 @@ from offlinerl.jobs.sweep.summary import summarize
 from offlinerl.trusted import ENV_PACKAGES_VAR, allowed_env_packages, split_packages
 
 __all__ = ["trial_trainable", "default_max_concurrent", "check_trial_resources", "run_sweep", "resume_sweep",
-           "NotVectorizable"]
+           "NotVectorizable", "progress_line"]
 
 _METRIC_POLL_S = 1.0
+PROGRESS_EVERY_S = 60.0  # a running trial's progress line on the driver at most this often
 #: Longest a trial waits for an earlier process of it (a killed sweep's, still being stopped) to let go of its run
 #: directory before it fails, naming the lock.
 LOCK_WAIT_S = 300.0
@@ -337,6 +338,7 @@ def run_sweep(
                    "run_dir": str((root / TRIALS / name).resolve()), "env_packages": packages,
                    "group": configs[trial][0].logging.group or root.resolve().name,
                    **({"metrics": metrics} if metrics else {})} for name, overrides, metrics, trial in jobs]
+        budgets = {name: configs[trial][0].stop.updates for name, _, _, trial in jobs}  # for the progress lines
         # Our run directories hold every metric: no Tune loggers (TensorBoard, CSV, JSON), no Tune console table.
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -352,7 +354,7 @@ def run_sweep(
                                         trial_dirname_creator=lambda t: t.config["trial"]["name"]),
             run_config=tune.RunConfig(storage_path=str((root / "tune").resolve()), name=f"attempt-{attempt}",
                                       failure_config=tune.FailureConfig(max_failures=1), verbose=0,
-                                      callbacks=[_announcer(total_jobs, total_jobs - len(jobs), log)]),
+                                      callbacks=[_announcer(total_jobs, total_jobs - len(jobs), log, budgets)]),
         )
         # Tune's result grid looks for its own loggers' files, which are off: not a problem worth a warning.
         logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
@@ -439,15 +441,48 @@ def resume_sweep(sweep_dir: str | Path, **kwargs: Any) -> dict[str, Any]:
     return run_sweep(root, None, **kwargs)
 
 
-def _announcer(total: int, done: int, log: Callable[[str], None]) -> Any:
-    """A Tune callback that logs one line per finished trial on the driver (built here: Tune is imported lazily)."""
+def progress_line(name: str, record: dict[str, Any], budget: int | None = None) -> str | None:
+    """One line on a running trial from its latest ``metrics.jsonl`` record: updates (of ``budget``), rate, the
+    time left at that rate, the last evaluation; None for a record without updates."""
+    updates = record.get("learner/updates")
+    if not isinstance(updates, (int, float)):
+        return None
+    parts = [f"{updates:,.0f}" + (f" / {budget:,}" if budget else "") + " updates"]
+    rate = record.get("perf/updates_per_s")
+    if isinstance(rate, (int, float)) and rate > 0:
+        parts.append(f"{rate:,.1f} upd/s")
+        if budget and budget > updates:
+            parts.append(f"~{(budget - updates) / rate / 60:.0f} min left")
+    ret = record.get("eval/return_mean")
+    if isinstance(ret, (int, float)):
+        parts.append(f"eval return {ret:.1f}")
+    return f"  {name}: " + ", ".join(parts)
+
+
+def _announcer(total: int, done: int, log: Callable[[str], None], budgets: dict[str, int | None] | None = None) -> Any:
+    """A Tune callback that logs on the driver one line per finished trial and, for a trial that runs long, a
+    progress line at most every ``PROGRESS_EVERY_S`` (built here: Tune is imported lazily)."""
     from ray.tune import Callback
 
     class Announce(Callback):
-        """One line per finished trial on the driver."""
+        """One line per finished trial on the driver, and a running trial's progress now and then."""
 
         def __init__(self, total: int, done: int, log: Callable[[str], None]) -> None:
             self.total, self.done, self.log = total, done, log
+            self.last: dict[str, float] = {}  # trial name -> when its last progress line was logged
+
+        def on_trial_start(self, iteration, trials, trial, **info):
+            self.last[trial.config["trial"]["name"]] = time.monotonic()
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            name = trial.config["trial"]["name"]
+            now = time.monotonic()
+            if result.get("offlinerl_done") or now - self.last.get(name, now) < PROGRESS_EVERY_S:
+                return
+            line = progress_line(name, result, (budgets or {}).get(name))
+            if line is not None:
+                self.last[name] = now
+                self.log(line)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
