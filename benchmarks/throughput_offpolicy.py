@@ -51,6 +51,13 @@ def _arrays(n=100_000, seed=0):
             "has_next_actions": np.ones(n, np.float32)}
 
 
+def adam(params, lr):
+    """Adam with the fused kernel, the step offlinerl's learners take (``Learner``'s ``fast_step``): the reference
+    loops compare the rest of the update, not two Adam implementations (the default per-tensor CPU step costs
+    ~0.2 ms more per update on two 256x256 MLPs)."""
+    return torch.optim.Adam(params, lr, fused=True)
+
+
 def mlp(i, o):
     return nn.Sequential(nn.Linear(i, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, o))
 
@@ -102,8 +109,8 @@ def cql_step(data, low=-1.0, high=1.0, batch=BATCH):
     t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     t1.load_state_dict(q1.state_dict()), t2.load_state_dict(q2.state_dict())
     log_alpha = torch.zeros((), requires_grad=True)
-    opt_a, opt_q = torch.optim.Adam(actor.parameters(), 1e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
-    opt_t = torch.optim.Adam([log_alpha], 1e-4)
+    opt_a, opt_q = adam(actor.parameters(), 1e-4), adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    opt_t = adam([log_alpha], 1e-4)
     log_box = act_dim * math.log(high - low)
 
     def step():
@@ -162,7 +169,7 @@ def iql_step(data, low=-1.0, high=1.0, batch=BATCH):
     obs_dim, act_dim = data["obs"].shape[1], data["actions"].shape[1]
     actor, q1, q2, v = Actor(obs_dim, act_dim), mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1), mlp(obs_dim, 1)
     t1, t2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
-    opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
+    opts = [adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
     return lambda: _iql_update(sample(data, batch), q, actor.log_prob, v, opts, ((t1, q1), (t2, q2)))
 
 
@@ -171,7 +178,7 @@ def cql_discrete_step(data, num_actions, batch=BATCH):
     obs_dim = data["obs"].shape[1]
     q1, q2, t1, t2 = (mlp(obs_dim, num_actions) for _ in range(4))
     t1.load_state_dict(q1.state_dict()), t2.load_state_dict(q2.state_dict())
-    opt = torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    opt = adam([*q1.parameters(), *q2.parameters()], 3e-4)
 
     def step():
         s, a, r, s2, d = sample(data, batch)
@@ -197,7 +204,7 @@ def iql_discrete_step(data, num_actions, batch=BATCH):
     obs_dim = data["obs"].shape[1]
     actor, q1, q2, t1, t2 = (mlp(obs_dim, num_actions) for _ in range(5))
     v = mlp(obs_dim, 1)
-    opts = [torch.optim.Adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
+    opts = [adam(p, 3e-4) for p in (actor.parameters(), [*q1.parameters(), *q2.parameters()], v.parameters())]
 
     def pick(values, a):
         return values.gather(-1, a.long().unsqueeze(-1)).squeeze(-1)
@@ -225,7 +232,7 @@ def td3bc_step(data, low=-1.0, high=1.0, batch=BATCH, *, rebrac=False):
     actor = _stack(obs_dim, act_dim, layers)
     q1, q2 = (_stack(obs_dim + act_dim, 1, layers, layer_norm=rebrac) for _ in range(2))
     ta, t1, t2 = (copy.deepcopy(net).requires_grad_(False) for net in (actor, q1, q2))
-    opt_a, opt_q = torch.optim.Adam(actor.parameters(), 3e-4), torch.optim.Adam([*q1.parameters(), *q2.parameters()], 3e-4)
+    opt_a, opt_q = adam(actor.parameters(), 3e-4), adam([*q1.parameters(), *q2.parameters()], 3e-4)
     n, count = len(data["obs"]), [0]
 
     def step():
