@@ -459,9 +459,10 @@ def progress_line(name: str, record: dict[str, Any], budget: int | None = None) 
     return f"  {name}: " + ", ".join(parts)
 
 
-def _announcer(total: int, done: int, log: Callable[[str], None], budgets: dict[str, int | None] | None = None) -> Any:
+def _announcer(total: int, done: int, log: Callable[[str], None], budgets: dict[str, int | None]) -> Any:
     """A Tune callback that logs on the driver one line per finished trial and, for a trial that runs long, a
-    progress line at most every ``PROGRESS_EVERY_S`` (built here: Tune is imported lazily)."""
+    progress line at most every ``PROGRESS_EVERY_S`` (``budgets``: each job's ``stop.updates``; built here: Tune is
+    imported lazily)."""
     from ray.tune import Callback
 
     class Announce(Callback):
@@ -479,7 +480,7 @@ def _announcer(total: int, done: int, log: Callable[[str], None], budgets: dict[
             now = time.monotonic()
             if result.get("offlinerl_done") or now - self.last.get(name, now) < PROGRESS_EVERY_S:
                 return
-            line = progress_line(name, result, (budgets or {}).get(name))
+            line = progress_line(name, result, budgets.get(name))
             if line is not None:
                 self.last[name] = now
                 self.log(line)
