@@ -37,6 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from offlinerl.core import metrics as M
+from offlinerl.core.fused_step import step_all
 from offlinerl.core.loss import LossOut
 from offlinerl.core.param_owners import OptimizerKey, assign_parameters
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
@@ -315,8 +316,8 @@ class Learner:
         for p in all_params:
             if id(p) not in reached:  # an owner stepped for another module's loss only
                 p.grad = torch.zeros_like(p)
-        all_grads = [p.grad for p in all_params]
-        if self.world_size > 1 and all_grads:
+        if self.world_size > 1 and all_params:
+            all_grads = [p.grad for p in all_params]
             flat = torch.cat([g.reshape(-1) for g in all_grads])
             dist.all_reduce(flat)
             flat /= self.world_size
@@ -326,12 +327,11 @@ class Learner:
                 g.copy_(flat[offset : offset + n].view_as(g))
                 offset += n
         clip = self.config.grad_clip
-        for key in stepped:
-            mid, name = key
-            if clip:
-                norm = self.clip_gradients(self._params[key], clip)
+        if clip:  # each parameter is one optimizer's: clipping them all, then stepping, is clipping before each step
+            for mid, name in stepped:
+                norm = self.clip_gradients(self._params[(mid, name)], clip)
                 metrics[M.grad_norm(name, None if single else mid)] = norm.detach()
-            self._optimizers[key].step()
+        step_all([self._optimizers[key] for key in stepped])  # one fused Adam kernel per set of hyper-parameters
 
     def _gradients(self, losses: dict[OptimizerKey, torch.Tensor]) -> list[tuple[list[nn.Parameter], tuple[Any, ...]]]:
         """(parameters, their gradients) of the loss terms: one backward per term, each against its own

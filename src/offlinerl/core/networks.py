@@ -154,7 +154,7 @@ class EnsembleMLP(nn.Module):
         if x.device.type == "cpu" and (self.num_members <= 2 or x.shape[-2] > CPU_BMM_MAX_ROWS):
             # each layer's members as views from one unbind: its backward stacks their gradients once, where a
             # select per member filled a zero tensor of the whole layer and added it, per member (IQL's update: 4%)
-            ws, bs = [w.unbind(0) for w in self.weights], [b.unbind(0) for b in self.biases]
+            ws, bs = [w.unbind(0) for w in self._tensors(self.weights)], [b.unbind(0) for b in self._tensors(self.biases)]
             return torch.stack([self._member_rows(x if x.dim() == 2 else x[e], [w[e] for w in ws], [b[e] for b in bs])
                                 for e in range(self.num_members)])
         if x.dim() == 2:
@@ -172,11 +172,17 @@ class EnsembleMLP(nn.Module):
             return self._layers(x, layer, weights, biases)
         return torch.cat([self._layers(rows, layer, weights, biases) for rows in x.split(CPU_ROW_CHUNK)])
 
+    @staticmethod
+    def _tensors(tensors: nn.ParameterList) -> list[torch.Tensor]:
+        """The list's tensors, read from its own dict (what ``torch.func.functional_call`` swaps): iterating a
+        ``ParameterList`` looks each up by name, 8 us a forward for a critic's weights and biases."""
+        return list(tensors._parameters.values())
+
     def _layers(self, x: torch.Tensor, layer, weights=None, biases=None) -> torch.Tensor:
         """``layer(x, weight, bias)`` for every layer (this module's, or the given per-layer ``weights`` and
         ``biases``), the activation between them."""
-        weights = self.weights if weights is None else weights
-        biases = self.biases if biases is None else biases
+        weights = self._tensors(self.weights) if weights is None else weights
+        biases = self._tensors(self.biases) if biases is None else biases
         last = len(weights) - 1
         for i, (w, b) in enumerate(zip(weights, biases)):
             if i < last:
