@@ -3,8 +3,8 @@ Adam / AdamW kernel called once for every parameter of every optimizer that shar
 
 ``torch.optim``'s step walks each optimizer through Python (hooks, state lists, grouping by device and dtype) before
 its one kernel call: ~30 us per optimizer on CPU, where IQL steps three (actor, critic, value: 236-244 against
-147-156 us for the three, one thread, 256 x 256 networks, idle machine). The kernel is elementwise per tensor, so one call over the union of their
-tensors leaves every value as the separate steps leave it (a test holds it bit for bit).
+147-156 us for the three, one thread, 256 x 256 networks, idle machine). The kernel is elementwise per tensor, so one
+call over the union of their tensors leaves every value as the separate steps leave it (a test holds it bit for bit).
 
 An optimizer takes the batched kernel only when ``opt.step()`` would do nothing else: an ``Adam`` / ``AdamW`` (not a
 subclass) whose every group is ``fused`` (``Learner``'s ``fast_step`` sets it) without ``capturable``,
@@ -34,7 +34,8 @@ def step_all(optimizers: Sequence[torch.optim.Optimizer]) -> None:
     if not batches:
         return
     with torch.no_grad():
-        for (decoupled, lr, beta1, beta2, weight_decay, eps, maximize, _, _), (params, grads, m, v, steps) in batches.items():
+        for key, (params, grads, m, v, steps) in batches.items():
+            decoupled, lr, beta1, beta2, weight_decay, eps, maximize, _, _ = key
             torch._foreach_add_(steps, 1)
             kernel = torch._fused_adamw_ if decoupled else torch._fused_adam_
             kernel(params, grads, m, v, [], steps, lr=lr, beta1=beta1, beta2=beta2, weight_decay=weight_decay,

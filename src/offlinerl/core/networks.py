@@ -154,7 +154,8 @@ class EnsembleMLP(nn.Module):
         if x.device.type == "cpu" and (self.num_members <= 2 or x.shape[-2] > CPU_BMM_MAX_ROWS):
             # each layer's members as views from one unbind: its backward stacks their gradients once, where a
             # select per member filled a zero tensor of the whole layer and added it, per member (IQL's update: 4%)
-            ws, bs = [w.unbind(0) for w in self._tensors(self.weights)], [b.unbind(0) for b in self._tensors(self.biases)]
+            ws = [w.unbind(0) for w in self._tensors(self.weights)]
+            bs = [b.unbind(0) for b in self._tensors(self.biases)]
             return torch.stack([self._member_rows(x if x.dim() == 2 else x[e], [w[e] for w in ws], [b[e] for b in bs])
                                 for e in range(self.num_members)])
         if x.dim() == 2:
