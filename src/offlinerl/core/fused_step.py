@@ -19,9 +19,10 @@ from typing import Sequence
 import torch
 from torch.optim import optimizer as _optimizer
 
-__all__ = ["step_all"]
+__all__ = ["FUSED_KINDS", "step_all"]
 
-_KINDS = (torch.optim.Adam, torch.optim.AdamW)
+FUSED_KINDS = (torch.optim.Adam, torch.optim.AdamW)
+"""The optimizers with a fused kernel (exactly these types: a subclass may change the step)."""
 _Batch = tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]
 
 
@@ -45,7 +46,7 @@ def step_all(optimizers: Sequence[torch.optim.Optimizer]) -> None:
 def _gather(opt: torch.optim.Optimizer, batches: dict[tuple, _Batch]) -> bool:
     """Add ``opt``'s tensors to ``batches`` (keyed by kernel, hyper-parameters, device and dtype); False, adding
     nothing, when its step must be its own."""
-    if (type(opt) not in _KINDS or "step" in vars(opt) or opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
+    if (type(opt) not in FUSED_KINDS or "step" in vars(opt) or opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
             or _optimizer._global_optimizer_pre_hooks or _optimizer._global_optimizer_post_hooks
             or getattr(opt, "grad_scale", None) is not None or getattr(opt, "found_inf", None) is not None):
         return False

@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import nn
 
 from offlinerl.core import metrics as M
-from offlinerl.core.fused_step import step_all
+from offlinerl.core.fused_step import FUSED_KINDS, step_all
 from offlinerl.core.loss import LossOut
 from offlinerl.core.param_owners import OptimizerKey, assign_parameters
 from offlinerl.core.rl_module import MultiRLModule, MultiRLModuleSpec, RLModule
@@ -54,7 +54,7 @@ def fast_step(opt: torch.optim.Optimizer) -> None:
     tensor, on CPU too: 124 against 324 us a step for two 256x256 MLPs here; the same update to float rounding,
     ~1e-8), every other optimizer with the multi-tensor (``foreach``) step (bit-equal to torch's CPU default).
     Settings a user gave (``foreach``, ``fused``, ``capturable``, ``differentiable``) are left as they are."""
-    fusable = type(opt) in (torch.optim.Adam, torch.optim.AdamW)
+    fusable = type(opt) in FUSED_KINDS
     for group in opt.param_groups:
         if group.get("fused") or group.get("foreach") is not None:
             continue
