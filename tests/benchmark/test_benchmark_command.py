@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -262,3 +263,22 @@ def test_the_maze_suite_runs_at_tiny_size_on_its_recorded_task(tmp_path, capsys,
     assert meta["env_kwargs"]["max_episode_steps"] == 300 and meta["env_kwargs"]["reset_target"] is False
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["eval/length_mean"] == 300  # the evaluation task's time limit, from the recorded spec
+    # the table names the data it ran on: its digest and the software that made it
+    data_dir = Path(json.loads((out / "benchmark.json").read_text())["datasets"]["pointmaze-umaze"])
+    card = json.loads((data_dir / "card.json").read_text())
+    data = json.loads((out / "scores.json").read_text())["data"]["pointmaze-umaze"]
+    assert data["data_sha256"] == card["data_sha256"] and data["made_with"] == card["made_with"]
+    assert data["simulator_mismatch"] == [] and "made with another" not in captured.out
+    line = next(x for x in (out / "scores.md").read_text().splitlines() if x.startswith("- pointmaze-umaze: "))
+    assert card["data_sha256"][:16] in line and f"MuJoCo {card['made_with']['packages']['mujoco']}" in line
+    # data made under another MuJoCo: said before the runs and in the table
+    card["made_with"]["packages"]["mujoco"] = "4.0.1"
+    (data_dir / "card.json").write_text(json.dumps(card))
+    code = main(["benchmark", "maze2d", "--datasets", "pointmaze-umaze", "--size", "tiny", "--algorithms", "bc",
+                 "--seeds", "0", "--updates", "20", "--eval-episodes", "1", "-o", str(tmp_path / "again"),
+                 "--data-dir", str(data_dir.parent), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    installed = importlib.metadata.version("mujoco")
+    assert f"note: pointmaze-umaze was made with mujoco 4.0.1 (this machine: {installed})" in captured.err
+    assert f"**not this machine's: mujoco 4.0.1 (this machine: {installed})**" in (tmp_path / "again" / "scores.md").read_text()

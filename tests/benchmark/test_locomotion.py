@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from offlinerl.benchmark import locomotion as L
-from offlinerl.benchmark.cards import verify_checksums
+from offlinerl.benchmark.cards import made_with, verify_checksums
 from offlinerl.benchmark.suites import get_suite, published_scores
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes, read_info
@@ -83,6 +83,9 @@ def test_generation_is_seeded_and_the_card_holds_the_anchors(tiny):
     random, _ = L.measure_random_return(HOPPER)
     assert a["random_return"] == pytest.approx(random)
     assert a["published_name"] == "hopper-medium-v2" and "1/3" in (out["medium"] / "README.md").read_text()
+    # what the bytes depend on is recorded: the same digest needs the same simulator, torch and CPU
+    assert a["made_with"] == made_with() and a["made_with"]["packages"]["mujoco"].startswith("3.")
+    assert f"MuJoCo {a['made_with']['packages']['mujoco']}" in (out["medium"] / "README.md").read_text()
 
 
 def test_the_shipped_actors_load_as_tensors_and_act():

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from offlinerl.jobs.preflight import stop_note
+from offlinerl.jobs.preflight import simulator_note, stop_note
 from offlinerl.jobs.spec import StopConfig
 from tests.conftest import DATASETS, REPO
 
@@ -120,3 +120,23 @@ def test_gpus_of_remote_learners_on_a_cluster_are_not_checked_here(monkeypatch):
         preflight(cartpole, bc.from_dict({"num_gpus_per_learner": 1, "num_learners": 2}), stop, **args)
         with pytest.raises(ConfigError, match="config.num_gpus_per_learner: 1 GPU"):
             preflight(cartpole, bc.from_dict({"num_gpus_per_learner": 1, "num_learners": 0}), stop, **args)
+
+
+def test_a_dataset_made_with_another_simulator_gets_a_note(tmp_path):
+    """The card records the MuJoCo / gymnasium it was made with; another version here is said before the job."""
+    import mujoco
+
+    from offlinerl.benchmark.cards import made_with
+
+    card = {"random_return": 0.0, "best_return": 1.0, "made_with": made_with()}
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    assert simulator_note(tmp_path) is None  # made here
+    card["made_with"]["packages"]["mujoco"] = "4.0.1"
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    note = simulator_note(tmp_path)
+    assert note.startswith(f"note: {tmp_path} was made with mujoco 4.0.1 (this machine: {mujoco.__version__}): ")
+    del card["made_with"]  # a card written before cards said: nothing to compare
+    (tmp_path / "card.json").write_text(json.dumps(card))
+    assert simulator_note(tmp_path) is None
+    (tmp_path / "card.json").write_text("{")  # a broken card is the scorer's to report, not this note's
+    assert simulator_note(tmp_path) is None

@@ -387,7 +387,7 @@ def generate_locomotion(name: str, out: Path, *, steps: int, seed: int = 0, agen
 def make_card(task: LocomotionTask, level: str, info: Any, record: dict[str, Any], *, steps: int, seed: int,
               agent: str, dataset_dir: Path) -> dict[str, Any]:
     """The machine-readable card of a locomotion dataset."""
-    from offlinerl.benchmark.cards import data_digest
+    from offlinerl.benchmark.cards import data_digest, made_with
 
     refs = record["references"]
     returns = _returns(dataset_dir)
@@ -400,7 +400,7 @@ def make_card(task: LocomotionTask, level: str, info: Any, record: dict[str, Any
         "medium_policy": record["medium"], "expert_policy": record["expert"],
         "episode_return_mean": returns[0], "episode_return_max": returns[1],
         "reference_returns": refs, "random_return": refs["random"], "best_return": refs["expert"],
-        "data_sha256": data_digest(dataset_dir),
+        "data_sha256": data_digest(dataset_dir), "made_with": made_with(),
     }
 
 
@@ -415,6 +415,8 @@ def _returns(directory: Path) -> tuple[float, float]:
 
 def render_readme(card: dict[str, Any]) -> str:
     """``README.md`` of a locomotion dataset."""
+    from offlinerl.benchmark.cards import made_with_text
+
     a, med, exp, refs = card["agent"], card["medium_policy"], card["expert_policy"], card["reference_returns"]
     total = a["warmup_steps"] + exp["env_steps"]
     what = {
@@ -431,7 +433,8 @@ def render_readme(card: dict[str, Any]) -> str:
 {card['env_id']} (gymnasium MuJoCo) at the D4RL `{card['level']}` level, mirroring `{card['published_name']}`;
 `offlinerl.benchmark.locomotion.generate_locomotion("{card['name']}", OUT, steps={card['steps_per_policy']}, seed={card['seed']})`
 (recipe version {card['recipe_version']}, agent `{card['agent_budget']}`) writes exactly these parquet files
-(`data_sha256` in `card.json`).
+(`data_sha256` in `card.json`) with {made_with_text(card.get('made_with'))} (`made_with`): MuJoCo 4 simulates
+otherwise than 3, so other versions, or another CPU, may write other data.
 
 - **Agent**: SAC trained online from scratch here (`offlinerl.algorithms.sac`): {a['warmup_steps']:,} random steps,
   then up to {a['iterations']} iterations of {a['env_steps_per_iteration']:,} env steps + {a['updates_per_iteration']:,} updates

@@ -18,17 +18,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from offlinerl.benchmark.cards import made_with_text, simulator_mismatch, simulator_note
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file
 from offlinerl.jobs.sweep.summary import mean_std, read_run
-from offlinerl.scoring import bootstrap_ci, iqm, normalized_score
+from offlinerl.scoring import bootstrap_ci, iqm, load_card, normalized_score
 from offlinerl.trusted import allow_env_packages, load_config_file
 
 __all__ = ["BenchmarkSpec", "run_benchmark", "summarize_benchmark", "wall_time_text", "learner_threads",
@@ -157,6 +159,10 @@ def run_benchmark(out: str | Path, spec: BenchmarkSpec | None, *, data_dir: str 
     paths = {d.name: str(d.materialize(Path(data_dir) if data_dir else root / "data", spec.size, log=log).resolve())
              for d in entries}
     data_time = time.time() - started
+    for name, path in paths.items():
+        note = simulator_note(name, load_card(path))
+        if note:  # a warning, not a progress line: said under --no-progress too
+            logging.getLogger("offlinerl.benchmark").warning(note)
     replace_file(root / BENCHMARK_FILE, json.dumps({"spec": asdict(spec), "datasets": paths}, indent=2) + "\n")
     cpus = _machine_cpus(address)
     plan = None if cpus is None else learner_threads(spec.overrides, max_concurrent, cpus)
@@ -293,9 +299,13 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None,
     spec, paths = _saved(root)
     suite = get_suite(spec.suite)
     cells: dict[str, dict[str, Any]] = {}
+    data: dict[str, dict[str, Any]] = {}
     for name in spec.datasets:
         d = suite.dataset(name)
         anchors = d.anchors(Path(paths[name]))
+        card = load_card(paths[name]) or {}
+        data[name] = {"path": paths[name], "data_sha256": card.get("data_sha256"), "made_with": card.get("made_with"),
+                      "simulator_mismatch": simulator_mismatch(card)}
         published = published_scores(d.published_name)
         for algorithm in spec.algorithms:
             sweep_dir = root / "sweeps" / f"{name}-{algorithm}"
@@ -324,7 +334,8 @@ def summarize_benchmark(out: str | Path, wall_time_s: float | None = None,
                                  "runs": sum(len(v) for v in by_task.values())}
     summary = {"suite": spec.suite, "size": spec.size, "updates": spec.updates, "eval_episodes": spec.eval_episodes,
                "generated": any(suite.dataset(name).shipped is None for name in spec.datasets), "seeds": spec.seeds,
-               "overrides": list(spec.overrides), "datasets": spec.datasets, "cells": cells, "algorithms": aggregates,
+               "overrides": list(spec.overrides), "datasets": spec.datasets, "data": data, "cells": cells,
+               "algorithms": aggregates,
                "published_family": published_family(suite.datasets[0].family), "wall_time_s": wall_time_s,
                "data_time_s": data_time_s,
                "train_time_s": round(sum(c["train_time_s"] for c in cells.values()), 1),
@@ -391,6 +402,13 @@ def scores_markdown(summary: dict[str, Any]) -> str:
     runs = f"{summary['runs']} run" + ("" if summary["runs"] == 1 else "s")
     lines += ["", f"{runs}, {summary['train_time_s']:,.0f} s of training in all (evaluation and "
               f"start-up excluded){wall}."]
+    lines += ["", "The data (`data_sha256` from each card: the same digest, the same bytes):", ""]
+    for name, record in (summary.get("data") or {}).items():
+        digest = record["data_sha256"]
+        made = made_with_text(record["made_with"])
+        lines.append(f"- {name}: " + (f"`{digest[:16]}…`" if digest else "no digest")
+                     + (", the software that made it not recorded" if made is None else f", made with {made}")
+                     + "".join(f"; **not this machine's: {m}**" for m in record["simulator_mismatch"]))
     notices = [f"- {cell['algorithm']} on {cell['dataset']}, {run['trial']}: {run['notice']}"
                for cell in summary["cells"].values() for run in cell["runs"] if run.get("notice")]
     if notices:

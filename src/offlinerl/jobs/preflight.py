@@ -1,7 +1,8 @@
 """The checks a job can make before Ray starts (well under a second): refusals that used to come only after
-10-30 s of ``ray.init``, and a note when a stop condition will be rounded.
+10-30 s of ``ray.init``, and notes when a stop condition will be rounded or the data were made with another
+simulator than this machine's.
 
-``preflight`` reads only ``dataset.json`` and the config; it never starts Ray, builds a model or reads the
+``preflight`` reads only ``dataset.json``, the dataset's ``card.json`` (for that note) and the config; it never starts Ray, builds a model or reads the
 data. What it refuses, it refuses with the same one-line error the job would have raised later:
 
 - the dataset is not a directory (``DatasetInfoError``; a directory whose ``dataset.json`` is missing or broken is
@@ -10,6 +11,7 @@ data. What it refuses, it refuses with the same one-line error the job would hav
   (``RunDirError``, the checks of :func:`offlinerl.jobs.run_dir.new_run_dir`);
 - the algorithm cannot train on the dataset's action space, e.g. TD3+BC on Discrete actions (the algorithm's
   own ``learner_connectors`` check, a ``ConfigError``);
+- (a note, not a refusal) a dataset whose card records other MuJoCo / gymnasium versions than this machine's;
 - GPUs asked for (``config.num_gpus_per_learner > 0``) where torch sees no CUDA device, for learners that run on
   this machine (a ``ConfigError``; the job used to train on the CPU without a word), and a ``config.device``
   (``--device``) of ``cuda`` or ``cuda:N`` that torch here cannot run on (:func:`check_device`, which ``evaluate``
@@ -30,7 +32,7 @@ from offlinerl.jobs.run_dir import check_new_run_dir
 from offlinerl.jobs.spec import StopConfig
 
 __all__ = ["preflight", "check_gpus", "check_device", "check_local_gpus", "stop_note", "planned_updates",
-           "note_cached_validation"]
+           "note_cached_validation", "simulator_note"]
 
 _LOG = logging.getLogger("offlinerl.jobs")
 
@@ -60,9 +62,22 @@ def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *,
     if info is not None and (not info.module_ids or len(info.module_ids) == 1):  # one module: the dataset's spaces are its spaces
         config.learner_connectors(info.observation_space, info.action_space)
     check_local_gpus(config.num_gpus_per_learner, config.num_learners, address, config.device)
-    note = None if resuming else stop_note(stop, config.updates_per_iteration)
-    if note:
-        log(note)
+    for note in (None if resuming else stop_note(stop, config.updates_per_iteration), simulator_note(dataset)):
+        if note:
+            log(note)
+
+
+def simulator_note(dataset: str | Path) -> str | None:
+    """A note when the dataset's card says it was made with other simulation packages than this machine's
+    (:func:`offlinerl.benchmark.cards.simulator_note`): its evaluations would run another simulation."""
+    from offlinerl.benchmark.cards import simulator_note as note
+    from offlinerl.scoring import CardError, load_card
+
+    try:
+        card = load_card(dataset)
+    except CardError:  # the job's scoring reports a broken card itself
+        return None
+    return note(str(dataset), card)
 
 
 def check_local_gpus(per_learner: float, num_learners: int, address: str | None, device: str | None = None) -> None:
