@@ -62,8 +62,9 @@ def made_with_text(record: dict[str, Any] | None) -> str | None:
         return None
     names = {"mujoco": "MuJoCo"}
     parts = [f"{names.get(k, k)} {v}" for k, v in record["packages"].items() if v]
-    cpu = record.get("cpu") or {}
-    return ", ".join(parts) + (f" on {cpu.get('machine')} ({cpu.get('torch_capability')})" if cpu else "")
+    cpu = record.get("cpu")
+    where = f" on {cpu.get('machine')} ({cpu.get('torch_capability')})" if isinstance(cpu, dict) and cpu else ""
+    return ", ".join(parts) + where
 
 
 def simulator_mismatch(card: dict[str, Any] | None) -> list[str]:

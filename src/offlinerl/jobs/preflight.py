@@ -2,8 +2,8 @@
 10-30 s of ``ray.init``, and notes when a stop condition will be rounded or the data were made with another
 simulator than this machine's.
 
-``preflight`` reads only ``dataset.json``, the dataset's ``card.json`` (for that note) and the config; it never starts Ray, builds a model or reads the
-data. What it refuses, it refuses with the same one-line error the job would have raised later:
+``preflight`` reads only ``dataset.json``, the dataset's ``card.json`` (for that note) and the config; it never
+starts Ray, builds a model or reads the data. What it refuses, it refuses with the same one-line error the job would have raised later:
 
 - the dataset is not a directory (``DatasetInfoError``; a directory whose ``dataset.json`` is missing or broken is
   left to the validator, which reports all that is wrong with it);
