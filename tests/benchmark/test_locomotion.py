@@ -12,10 +12,11 @@ import torch
 import yaml
 
 from offlinerl.benchmark import locomotion as L
-from offlinerl.benchmark.cards import made_with, verify_checksums
+from offlinerl.benchmark.cards import verify_checksums
 from offlinerl.benchmark.suites import get_suite, published_scores
 from offlinerl.cli import main
 from offlinerl.episodes import load_episodes, read_info
+from offlinerl.episodes.software import made_with
 from offlinerl.episodes.validate import validate_dataset
 
 HOPPER = L.TASKS["hopper"]

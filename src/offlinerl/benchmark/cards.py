@@ -5,8 +5,7 @@ A generated dataset directory holds, beside the episode dataset (``dataset.json`
 - ``card.json``: recipe, seed, size, the evaluation task and the reference returns (``random_return`` /
   ``best_return``, the anchors of the normalised score, as the shipped datasets' cards name them), and
   ``data_sha256``, a digest of the parquet files alone: the same recipe, size and seed give the same digest
-  under the same software and CPU, which ``made_with`` records (:func:`made_with`; MuJoCo 4 simulates otherwise
-  than 3, and a simulator or torch may take other vector kernels on another CPU);
+  under the same software and CPU, which ``made_with`` records (``offlinerl.episodes.software``);
 - ``README.md``: the same for people;
 - ``SHA256SUMS``: one ``<sha256>  <file>`` line per other file (``sha256sum -c SHA256SUMS`` checks them).
   ``dataset.json`` records its creation time, so its line differs between two otherwise equal runs.
@@ -15,82 +14,18 @@ A generated dataset directory holds, beside the episode dataset (``dataset.json`
 from __future__ import annotations
 
 import hashlib
-import platform
 from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from offlinerl.episodes import DatasetInfo, parquet_files
+from offlinerl.episodes.software import made_with, made_with_text
 
-__all__ = ["CARD_FILE", "CHECKSUM_FILE", "SIMULATION_PACKAGES", "data_digest", "made_with", "made_with_text",
-           "make_card", "render_readme", "sha256_file", "simulator_mismatch", "simulator_note", "verify_checksums",
-           "write_checksums"]
+__all__ = ["CARD_FILE", "CHECKSUM_FILE", "data_digest", "make_card", "render_readme", "sha256_file",
+           "verify_checksums", "write_checksums"]
 
 CARD_FILE = "card.json"
 CHECKSUM_FILE = "SHA256SUMS"
-
-
-#: The distributions whose version decides what an env simulates: a dataset made under one version and evaluated
-#: under another is scored on a slightly different task.
-SIMULATION_PACKAGES = ("mujoco", "gymnasium", "gymnasium-robotics")
-#: Beside those, what a generator's bytes depend on (the actors run in torch; the recipes' noise is numpy's).
-_DATA_PACKAGES = ("torch", "numpy")
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def made_with() -> dict[str, Any]:
-    """What a generated dataset is written with: Python, the versions of the packages its bytes depend on (None:
-    not installed) and the CPU (its architecture and the vector instruction set torch dispatches to)."""
-    import torch
-
-    packages = {name: _version(name) for name in (*SIMULATION_PACKAGES, *_DATA_PACKAGES)}
-    return {"python": platform.python_version(), "packages": packages,
-            "cpu": {"machine": platform.machine(), "torch_capability": torch.backends.cpu.get_cpu_capability()}}
-
-
-def made_with_text(record: dict[str, Any] | None) -> str | None:
-    """``MuJoCo 3.17.0, gymnasium 1.4.0, torch 2.13.0+cpu, numpy 2.4.6 on x86_64 (AVX512)``; None for a card
-    written before cards recorded it."""
-    if not isinstance(record, dict) or not isinstance(record.get("packages"), dict):
-        return None
-    names = {"mujoco": "MuJoCo"}
-    parts = [f"{names.get(k, k)} {v}" for k, v in record["packages"].items() if v]
-    cpu = record.get("cpu")
-    where = f" on {cpu.get('machine')} ({cpu.get('torch_capability')})" if isinstance(cpu, dict) and cpu else ""
-    return ", ".join(parts) + where
-
-
-def simulator_mismatch(card: dict[str, Any] | None) -> list[str]:
-    """``["mujoco 4.0.1 (this machine: 3.17.0)", ...]``: the simulation packages the card's dataset was made with
-    in another version than the one installed here (empty when the same, or when the card does not say)."""
-    record = (card or {}).get("made_with")
-    packages = record.get("packages") if isinstance(record, dict) else None
-    if not isinstance(packages, dict):
-        return []
-    out = []
-    for name in SIMULATION_PACKAGES:
-        made, here = packages.get(name), _version(name)
-        if made and made != here:
-            out.append(f"{name} {made} (this machine: {here or 'not installed'})")
-    return out
-
-
-def simulator_note(what: str, card: dict[str, Any] | None) -> str | None:
-    """The note a job or benchmark logs when ``what`` (a dataset) was made with other simulation packages than this
-    machine's (:func:`simulator_mismatch`); None when they are the same or the card does not say."""
-    mismatch = simulator_mismatch(card)
-    if not mismatch:
-        return None
-    return (f"note: {what} was made with {', '.join(mismatch)}: evaluation runs this machine's simulator, not the "
-            "one that made the data, so returns and scores are on a slightly different task (make the data again "
-            "here, or install the versions it was made with)")
 
 
 def sha256_file(path: Path) -> str:

@@ -387,7 +387,8 @@ def generate_locomotion(name: str, out: Path, *, steps: int, seed: int = 0, agen
 def make_card(task: LocomotionTask, level: str, info: Any, record: dict[str, Any], *, steps: int, seed: int,
               agent: str, dataset_dir: Path) -> dict[str, Any]:
     """The machine-readable card of a locomotion dataset."""
-    from offlinerl.benchmark.cards import data_digest, made_with
+    from offlinerl.benchmark.cards import data_digest
+    from offlinerl.episodes.software import made_with
 
     refs = record["references"]
     returns = _returns(dataset_dir)
@@ -415,7 +416,7 @@ def _returns(directory: Path) -> tuple[float, float]:
 
 def render_readme(card: dict[str, Any]) -> str:
     """``README.md`` of a locomotion dataset."""
-    from offlinerl.benchmark.cards import made_with_text
+    from offlinerl.episodes.software import made_with_text
 
     a, med, exp, refs = card["agent"], card["medium_policy"], card["expert_policy"], card["reference_returns"]
     total = a["warmup_steps"] + exp["env_steps"]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from offlinerl.benchmark.cards import made_with_text, simulator_mismatch, simulator_note
+from offlinerl.episodes.software import made_with_text, simulator_mismatch, simulator_note
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file

@@ -3,7 +3,8 @@
 simulator than this machine's.
 
 ``preflight`` reads only ``dataset.json``, the dataset's ``card.json`` (for that note) and the config; it never
-starts Ray, builds a model or reads the data. What it refuses, it refuses with the same one-line error the job would have raised later:
+starts Ray, builds a model or reads the data. What it refuses, it refuses with the same one-line error the job
+would have raised later:
 
 - the dataset is not a directory (``DatasetInfoError``; a directory whose ``dataset.json`` is missing or broken is
   left to the validator, which reports all that is wrong with it);
@@ -69,8 +70,8 @@ def preflight(dataset: str | Path, config: AlgorithmConfig, stop: StopConfig, *,
 
 def simulator_note(dataset: str | Path) -> str | None:
     """A note when the dataset's card says it was made with other simulation packages than this machine's
-    (:func:`offlinerl.benchmark.cards.simulator_note`): its evaluations would run another simulation."""
-    from offlinerl.benchmark.cards import simulator_note as note
+    (:func:`offlinerl.episodes.software.simulator_note`): its evaluations would run another simulation."""
+    from offlinerl.episodes.software import simulator_note as note
     from offlinerl.scoring import CardError, load_card
 
     try:
