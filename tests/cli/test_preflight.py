@@ -140,4 +140,3 @@ def test_a_dataset_made_with_another_simulator_gets_a_note(tmp_path):
     assert simulator_note(tmp_path) is None
     (tmp_path / "card.json").write_text("{")  # a broken card is the scorer's to report, not this note's
     assert simulator_note(tmp_path) is None
-

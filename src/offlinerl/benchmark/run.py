@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from offlinerl.episodes.software import made_with_text, simulator_mismatch, simulator_note
 from offlinerl.benchmark.suites import get_suite, published_family, published_scores
 from offlinerl.config_io import ConfigError, plain_json, to_finite_json
 from offlinerl.episodes.atomic import check_output_place, replace_file
+from offlinerl.episodes.software import made_with_text, simulator_mismatch, simulator_note
 from offlinerl.jobs.sweep.summary import mean_std, read_run
 from offlinerl.scoring import bootstrap_ci, iqm, load_card, normalized_score
 from offlinerl.trusted import allow_env_packages, load_config_file
