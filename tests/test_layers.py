@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "offlinerl"
 
 #: Higher imports lower, never the reverse; equal layers do not import each other.
 LAYERS: dict[str, int] = {
-    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "config_io": 0, "progress": 0,
+    "ray_utils": 0, "ops": 0, "discount": 0, "scoring": 0, "config_io": 0, "progress": 0, "simulator_log": 0,
     "episodes": 1, "trusted": 1,
     "core": 2,
     "connectors": 3,

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from offlinerl.config_io import ConfigError, apply_overrides, load_file, parse_override
+from offlinerl.simulator_log import route_mujoco_warnings
 
 __all__ = [
     "ENV_PACKAGES_VAR", "SETTINGS_VAR", "MAX_ENV_ID_CHARS", "ENV_ID_KEYS", "user_settings_file", "UntrustedNameError",
@@ -215,7 +216,21 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *, what: 
     import_env_packages()
     import gymnasium as gym
 
+    _load_env_module(gym, env_id)
     return gym.make(env_id, **dict(env_kwargs or {}))
+
+
+def _load_env_module(gym: Any, env_id: str) -> None:
+    """Import the module of the (checked) id's entry point, as ``gym.make`` is about to, so that an env built on
+    MuJoCo has it loaded before its model compiles and MuJoCo's warnings go to logging
+    (:mod:`offlinerl.simulator_log`). Whatever fails here, ``gym.make`` reports in its own words next."""
+    try:
+        entry_point = gym.spec(env_id).entry_point
+        if isinstance(entry_point, str):
+            importlib.import_module(entry_point.split(":")[0])
+    except Exception:  # noqa: BLE001 - gym.make raises the same error with its own message
+        return
+    route_mujoco_warnings()
 
 
 def env_spec_of(env_id: str, *, what: str = "the data", explicit: bool = False) -> Any:
