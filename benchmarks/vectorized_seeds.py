@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 JOBS = {"bc": "jobs/cartpole-bc.yaml", "iql": "jobs/pendulum-iql.yaml", "td3bc": "jobs/pendulum-td3bc.yaml"}
 
 
-def _learners(algorithm: str, hidden: int, seeds: list[int], dataset: str):
+def _learners(algorithm: str, hidden: int, seeds: list[int], dataset: str, precision: str = "fp32"):
     from offlinerl.algorithms.registry import get_algorithm
     from offlinerl.data.sources import InMemorySource
     from offlinerl.training.algorithm import Algorithm
@@ -41,7 +41,7 @@ def _learners(algorithm: str, hidden: int, seeds: list[int], dataset: str):
     out = []
     for s in seeds:
         cfg = spec.config_cls.from_dict({"seed": s, "train_batch_size": 256, "model": {"hidden": [hidden, hidden]},
-                                         "evaluation": {"interval": 0}})
+                                         "evaluation": {"interval": 0}, "precision": precision})
         algo = Algorithm(algorithm, cfg, dataset, use_ray=False, validate_data=False)
         learner = algo.learner_group.local_learner
         out.append((learner, InMemorySource(algo.offline_data.load_arrays(), 256, s)))
@@ -59,8 +59,8 @@ def updates_main(args: argparse.Namespace) -> dict:
     for algorithm in args.algorithms.split(","):
         for hidden in (int(h) for h in args.hidden.split(",")):
             seeds = list(range(args.seeds))
-            (single, single_src), = _learners(algorithm, hidden, [100], args.dataset)
-            pairs = _learners(algorithm, hidden, seeds, args.dataset)
+            (single, single_src), = _learners(algorithm, hidden, [100], args.dataset, args.precision)
+            pairs = _learners(algorithm, hidden, seeds, args.dataset, args.precision)
             stack = SeedStack([lr for lr, _ in pairs])
             sources = [src for _, src in pairs]
             single.run_updates(single_src, 20)
@@ -77,7 +77,7 @@ def updates_main(args: argparse.Namespace) -> dict:
                 t = time.perf_counter()
                 stack.run_updates(sources, args.updates)
                 stacks.append(args.seeds * args.updates / (time.perf_counter() - t))
-            row = {"algorithm": algorithm, "hidden": hidden, "seeds": args.seeds, "cpus": cpus,
+            row = {"algorithm": algorithm, "hidden": hidden, "seeds": args.seeds, "cpus": cpus, "precision": args.precision,
                    "single_updates_per_s": statistics.median(singles[1]),
                    f"single_{cpus}_threads_updates_per_s": statistics.median(singles[cpus]),
                    "stacked_seed_updates_per_s": statistics.median(stacks)}
@@ -132,6 +132,8 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=200, help="updates: updates per timed round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--job-updates", type=int, default=2000, help="jobs: stop.updates of every run")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="updates: config.precision of every learner, single and stacked alike")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     t0 = time.time()
