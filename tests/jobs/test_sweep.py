@@ -183,15 +183,18 @@ def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_on
     job = tmp_path / "bc.yaml"
     job.write_text(yaml.safe_dump({
         "algorithm": "bc", "dataset": str(data),
-        "config": {"seed": 0, "updates_per_iteration": 20, "train_batch_size": 32, "model": {"hidden": [16]},
+        "config": {"seed": 0, "updates_per_iteration": 400, "train_batch_size": 32, "model": {"hidden": [16]},
                    "evaluation": {"episodes": 2, "interval": 2}},
-        "stop": {"iterations": 8}, "checkpoint_interval": 1}))
+        "stop": {"iterations": 10}, "checkpoint_interval": 1}))
     sweep = tmp_path / "sweep"
     # Two spellings of the same learning rate (a quoted string the config reads as a number, and the number):
     # the two trials are the same job, so the one killed and resumed must end exactly like the one that ran through.
     argv = ["sweep", str(job), "--grid", "config.lr='1e-3',0.001", "--max-concurrent", "1", "-o", str(sweep)]
     first = sweep / "trials" / "000_lr-1e-3"
-    kill_once_written(argv, first / "checkpoints" / "iter-000003")
+    # Killed after its 2nd of 10 iterations: the trial's train process dies only once Ray has seen the sweep die
+    # (PR_SET_PDEATHSIG on its worker), so the job must have seconds of work left then, not the tenths that
+    # 20 updates an iteration left on an idle machine (it had finished: "killed too late").
+    kill_once_written(argv, first / "checkpoints" / "iter-000002")
     assert not (first / "result.json").exists()
 
     assert main(["sweep", "--resume", str(sweep), "--address", ray_session.get_runtime_context().gcs_address]) == 0
@@ -207,7 +210,7 @@ def test_a_killed_sweep_resumes_and_its_resumed_trial_equals_an_uninterrupted_on
                 for line in (run / "metrics.jsonl").read_text().splitlines()]
 
     second = sweep / "trials" / "001_lr-0.001"
-    assert [m["iteration"] for m in metrics(first)] == list(range(1, 9))
+    assert [m["iteration"] for m in metrics(first)] == list(range(1, 11))
     assert metrics(first) == metrics(second)
     results = [json.loads((run / "result.json").read_text()) for run in (first, second)]
     assert results[0]["final_eval_return"] == results[1]["final_eval_return"] is not None
